@@ -1,0 +1,49 @@
+"""Start a worker: python -s -u .../isohost_worker/__main__.py --fd 3 --env NAME
+[--host PID:STARTTIME] [--path DIR]...  (or python -m isohost_worker with the same flags)."""
+
+import os
+import sys
+
+if not __package__:
+    # Run as a file, so sys.path[0] is this package's own folder, where frames.py and
+    # memory.py would shadow any top-level module of the same name. Import the package
+    # from its parent instead, before importing anything else.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _parent = os.path.dirname(_here)
+    if sys.path and os.path.realpath(sys.path[0] or os.curdir) == os.path.realpath(_here):
+        sys.path[0] = _parent
+    else:
+        sys.path.insert(0, _parent)
+
+import argparse  # noqa: E402
+import socket  # noqa: E402
+
+from isohost_worker.runtime import Runtime  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="isohost_worker", allow_abbrev=False)
+    parser.add_argument("--fd", type=int, default=3, help="the protocol socket, inherited")
+    parser.add_argument("--env", required=True, help="the environment's name")
+    parser.add_argument("--host", default=None, help="PID:STARTTIME of the host; a tag only")
+    parser.add_argument("--path", action="append", default=[],
+                        help="put DIR at the front of sys.path (repeatable, in order)")
+    args = parser.parse_args(argv)
+
+    sys.path[0:0] = args.path
+    for stream in (sys.stdout, sys.stderr):
+        # Without -u (python -m), still hand the host whole lines as soon as they exist.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    try:
+        sock = socket.socket(fileno=args.fd)
+        # Programs the user's code starts must not hold the host's connection open.
+        sock.set_inheritable(False)
+    except OSError as e:
+        sys.stderr.write("isohost_worker: --fd %d is not a usable socket: %s\n" % (args.fd, e))
+        return 2
+    Runtime(sock, args.env).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

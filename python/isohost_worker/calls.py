@@ -1,0 +1,58 @@
+"""The `call` op: resolve "module:qualified.name", call it, hand back what it returns."""
+
+import importlib
+
+from isohost_worker.errors import ARGUMENTS, CALL, IMPORT, LOOKUP, Failure
+
+
+def call(request):
+    module_name, path, args, kwargs = _parse(request)
+    function = _resolve(module_name, path)
+    try:
+        return function(*args, **kwargs)
+    except BaseException as e:  # SystemExit too: a call must not end the worker
+        raise Failure(CALL, e, _beyond_here(e)) from None
+
+
+def _parse(request):
+    target = request.get("target")
+    args = request.get("args", [])
+    kwargs = request.get("kwargs", {})
+    if not isinstance(target, str):
+        raise Failure(ARGUMENTS, TypeError("target must be a string, not %s" % _json_type(target)))
+    module_name, colon, qualname = target.partition(":")
+    path = qualname.split(".")
+    if not colon or not module_name or module_name.startswith(".") or not all(path):
+        raise Failure(ARGUMENTS, ValueError(
+            "target %r is not of the form 'module:name' or 'module:Class.method'" % target))
+    if not isinstance(args, list):
+        raise Failure(ARGUMENTS, TypeError("args must be an array, not %s" % _json_type(args)))
+    if not isinstance(kwargs, dict):
+        raise Failure(ARGUMENTS, TypeError("kwargs must be an object, not %s" % _json_type(kwargs)))
+    return module_name, path, args, kwargs
+
+
+def _resolve(module_name, path):
+    try:
+        obj = importlib.import_module(module_name)
+    except BaseException as e:
+        raise Failure(IMPORT, e, _beyond_here(e)) from None
+    for name in path:
+        try:
+            obj = getattr(obj, name)
+        except BaseException as e:  # a module __getattr__ or a property may raise anything
+            raise Failure(LOOKUP, e, _beyond_here(e)) from None
+    if not callable(obj):
+        raise Failure(LOOKUP, TypeError("%s:%s is a %s, not callable"
+                                        % (module_name, ".".join(path), type(obj).__name__)))
+    return obj
+
+
+def _beyond_here(error):
+    # The first frame is the runtime's own; what raised is after it, if anywhere.
+    return error.__traceback__.tb_next
+
+
+def _json_type(value):
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")

@@ -1,0 +1,54 @@
+"""How a failed request is described to the host (`error` in a reply, docs/protocol.md)."""
+
+import traceback
+
+ARGUMENTS = "arguments"
+IMPORT = "import"
+LOOKUP = "lookup"
+CALL = "call"
+RESULT = "result"
+INTERNAL = "internal"
+
+
+class Failure(Exception):
+    """A request failed at a known step. `tb` is the part of the traceback worth showing;
+    None shows the exception alone, for failures whose frames are the runtime's own."""
+
+    def __init__(self, where, error, tb=None):
+        super().__init__(where, error)
+        self.where = where
+        self.error = error
+        self.tb = tb
+
+
+def type_name(cls):
+    """`ValueError` for builtins, `package.module.Class` otherwise, so the host can tell a
+    user's `errors.TimeoutError` from the builtin one."""
+    module = getattr(cls, "__module__", None)
+    name = getattr(cls, "__qualname__", None) or cls.__name__
+    if module in (None, "builtins"):
+        return name
+    return "%s.%s" % (module, name)
+
+
+def describe(where, error, tb=None):
+    """The `error` object of a failed reply."""
+    try:
+        message = str(error)
+    except Exception:
+        message = "<str() of the %s failed>" % type_name(type(error))
+    if tb is None:
+        lines = traceback.format_exception_only(type(error), error)
+    else:
+        lines = traceback.format_exception(type(error), error, tb)
+    return {
+        "type": _text(type_name(type(error))),
+        "message": _text(message),
+        "where": where,
+        "traceback": _text("".join(lines)),
+    }
+
+
+def _text(s):
+    # Lone surrogates (from os.fsdecode of odd file names, say) cannot be sent as UTF-8.
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")

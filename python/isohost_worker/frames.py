@@ -1,0 +1,140 @@
+"""Frames as docs/protocol.md lays them out: a 16-byte header, one UTF-8 JSON object, and
+memfd buffers passed alongside as descriptors.
+
+Both sides of the tests use this module, so it knows nothing about ops or lanes.
+"""
+
+import array
+import collections
+import json
+import os
+import socket
+import struct
+
+MAGIC = b"ISOH"
+VERSION = 1
+HEADER = struct.Struct("<4sHHII")  # magic, version, flags, json_length, buffer_count
+MAX_JSON = 64 * 1024 * 1024
+MAX_BUFFERS = 64
+
+_FD = array.array("i")
+# One recvmsg never returns descriptors from more than one sendmsg (the kernel ends the
+# read there), and one frame carries at most MAX_BUFFERS of them.
+_CONTROL_SPACE = socket.CMSG_SPACE(MAX_BUFFERS * _FD.itemsize)
+# Descriptors we receive must not leak into programs the user's code starts.
+_RECV_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+_CHUNK = 1 << 20
+
+
+class ProtocolError(Exception):
+    """The peer broke the framing rules; the connection cannot be trusted any further."""
+
+
+class FrameTooLarge(ValueError):
+    """A body we were about to send exceeds what the peer is allowed to accept."""
+
+
+def encode(body, buffer_count=0):
+    """The bytes of one frame. Raises TypeError/ValueError when `body` is not strict JSON
+    (NaN and lone surrogates included: the host's parser rejects both)."""
+    data = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    data = data.encode("utf-8")
+    if len(data) > MAX_JSON:
+        raise FrameTooLarge("a %d-byte body exceeds the %d-byte frame limit" % (len(data), MAX_JSON))
+    if not 0 <= buffer_count <= MAX_BUFFERS:
+        raise ValueError("%d buffers exceed the limit of %d" % (buffer_count, MAX_BUFFERS))
+    return HEADER.pack(MAGIC, VERSION, 0, len(data), buffer_count) + data
+
+
+def send(sock, data, fds=()):
+    """Send one encoded frame, `fds` riding on the sendmsg that carries its first byte.
+    Callers serialise sends themselves."""
+    if fds:
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        sent = sock.sendmsg([data], rights)
+        data = data[sent:]
+    sock.sendall(data)
+
+
+def parse_header(header):
+    """(json_length, buffer_count) of a 16-byte header, or ProtocolError."""
+    magic, version, flags, json_length, buffer_count = HEADER.unpack(header)
+    if magic != MAGIC:
+        raise ProtocolError("bad magic %r" % bytes(magic))
+    if version != VERSION:
+        raise ProtocolError("unsupported protocol version %d (this worker speaks %d)" % (version, VERSION))
+    if flags != 0:
+        raise ProtocolError("non-zero flags 0x%04x" % flags)
+    if not 1 <= json_length <= MAX_JSON:
+        raise ProtocolError("json_length %d out of bounds 1..%d" % (json_length, MAX_JSON))
+    if buffer_count > MAX_BUFFERS:
+        raise ProtocolError("buffer_count %d exceeds %d" % (buffer_count, MAX_BUFFERS))
+    return json_length, buffer_count
+
+
+def _reject_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def parse_body(data):
+    """The JSON object in a frame's body, or ProtocolError."""
+    try:
+        body = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ProtocolError("body is not valid UTF-8 JSON: %s" % e) from None
+    if not isinstance(body, dict):
+        raise ProtocolError("body is a JSON %s, not an object" % type(body).__name__)
+    return body
+
+
+class Reader:
+    """Reads frames from a stream socket, keeping received descriptors in arrival order
+    because they may arrive in a recvmsg that also ends the previous frame."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._data = bytearray()
+        self._fds = collections.deque()
+
+    def read(self):
+        """The next (body, fds). The caller owns `fds`. Raises EOFError when the peer has
+        closed the connection and ProtocolError on any violation."""
+        self._fill(HEADER.size)
+        json_length, buffer_count = parse_header(self._data[:HEADER.size])
+        end = HEADER.size + json_length
+        self._fill(end)
+        body = parse_body(self._data[HEADER.size:end])
+        del self._data[:end]
+        # The descriptors came with the frame's first byte, which has been read by now.
+        if len(self._fds) < buffer_count:
+            raise ProtocolError("frame announces %d buffers but %d descriptors arrived"
+                                % (buffer_count, len(self._fds)))
+        return body, [self._fds.popleft() for _ in range(buffer_count)]
+
+    def close_pending(self):
+        """Close descriptors received for frames that will never be read."""
+        while self._fds:
+            _close(self._fds.popleft())
+
+    def _fill(self, size):
+        while len(self._data) < size:
+            want = max(65536, min(size - len(self._data), _CHUNK))
+            data, ancillary, flags, _ = self._sock.recvmsg(want, _CONTROL_SPACE, _RECV_FLAGS)
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds = array.array("i")
+                    fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+                    self._fds.extend(fds)
+            if flags & socket.MSG_CTRUNC:
+                raise ProtocolError("more descriptors arrived than one frame may carry")
+            if not data:
+                raise EOFError("connection closed" if not self._data else
+                               "connection closed inside a frame")
+            self._data += data
+
+
+def _close(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass

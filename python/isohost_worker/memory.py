@@ -1,0 +1,108 @@
+"""What this process holds (the `memory` report) and how it lets go of it (`release`).
+
+Nothing here imports torch or initialises CUDA: a worker that never used the GPU must not
+pay for a CUDA context because the host asked how much memory it holds.
+"""
+
+import functools
+import gc
+import os
+import sys
+import time
+import traceback
+
+_release_callbacks = []
+
+
+def on_release(fn):
+    """Register `fn()` to run when the host asks this worker to release memory, before
+    `gc.collect()` and the CUDA cache is emptied: the place to drop a model cache. Returns
+    `fn`, so it also works as a decorator."""
+    if not callable(fn):
+        raise TypeError("on_release needs a callable, not %s" % type(fn).__name__)
+    _release_callbacks.append(fn)
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def torch_version():
+    """The installed torch distribution's version, read from its metadata, or None."""
+    try:
+        import importlib.metadata
+        return importlib.metadata.version("torch")
+    except Exception:
+        return None
+
+
+def report():
+    cuda = _initialised_cuda()
+    device = allocator = None
+    if cuda is not None:
+        device = cuda.current_device()
+        allocator = {
+            "reserved": cuda.memory_reserved(device),
+            "allocated": cuda.memory_allocated(device),
+            "peak_reserved": cuda.max_memory_reserved(device),
+            "peak_allocated": cuda.max_memory_allocated(device),
+        }
+    return {
+        "pid": os.getpid(),
+        "torch": torch_version(),
+        "torch_imported": sys.modules.get("torch") is not None,
+        "cuda_initialized": cuda is not None,
+        "cuda_module_loading": os.environ.get("CUDA_MODULE_LOADING"),
+        "device": device,
+        "allocator": allocator,
+    }
+
+
+def release():
+    started = time.monotonic()
+    rss_before = rss()
+    reserved_before = _reserved()
+    callbacks = list(_release_callbacks)
+    for fn in callbacks:
+        try:
+            fn()
+        except Exception:
+            # One pack's broken cache must not keep the others' memory from coming back.
+            sys.stderr.write("isohost_worker: release callback %r failed:\n%s"
+                             % (fn, traceback.format_exc()))
+    collected = gc.collect()
+    cuda = _initialised_cuda()
+    if cuda is not None:
+        cuda.empty_cache()
+        cuda.ipc_collect()
+    return {
+        "rss_before": rss_before,
+        "rss_after": rss(),
+        "reserved_before": reserved_before,
+        "reserved_after": _reserved(),
+        "gc_collected": collected,
+        "callbacks": len(callbacks),
+        "seconds": time.monotonic() - started,
+    }
+
+
+def rss():
+    with open("/proc/self/statm", "rb") as f:
+        resident_pages = int(f.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _reserved():
+    cuda = _initialised_cuda()
+    return None if cuda is None else cuda.memory_reserved()
+
+
+def _initialised_cuda():
+    """torch.cuda when torch is imported and has initialised CUDA, else None."""
+    # The reader thread may ask while the main thread is half-way through `import torch`,
+    # so any attribute may still be missing.
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    try:
+        if cuda is not None and cuda.is_initialized():
+            return cuda
+    except Exception:
+        pass
+    return None

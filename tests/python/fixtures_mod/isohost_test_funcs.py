@@ -1,0 +1,194 @@
+"""Functions that the isohost test suites (Python and C++) call inside real workers.
+
+Start a worker with `--path tests/python/fixtures_mod` and call e.g.
+`isohost_test_funcs:add`. Standard library only, apart from the torch helpers, which
+import torch when called.
+"""
+
+import os
+import sys
+import time
+
+import isohost_worker
+
+MIB = 1024 * 1024
+NOT_CALLABLE = 42
+
+_allocation = None
+_cuda_tensors = []
+
+
+class FixtureError(Exception):
+    """An exception whose type the host sees qualified: isohost_test_funcs.FixtureError."""
+
+
+class Namespace:
+    class Inner:
+        @staticmethod
+        def triple(x):
+            return 3 * x
+
+
+def echo(x):
+    return x
+
+
+def add(a, b):
+    return a + b
+
+
+def kwargs_echo(**kw):
+    return kw
+
+
+def raises(message):
+    raise ValueError(message)
+
+
+def raises_custom(message):
+    raise FixtureError(message)
+
+
+def exits(code):
+    """sys.exit inside a call: an error reply, not the end of the worker."""
+    sys.exit(code)
+
+
+def sleep(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def busy_loop(seconds):
+    """Spin in pure Python, holding the GIL as much as Python code ever does."""
+    deadline = time.monotonic() + seconds
+    spins = 0
+    while time.monotonic() < deadline:
+        spins += 1
+    return seconds
+
+
+def not_json():
+    return object()
+
+
+def nan():
+    return float("nan")
+
+
+def print_lines(n):
+    """n lines to stdout and n to stderr, including text that looks like a frame."""
+    for i in range(n):
+        print("ISOH stdout line %d" % i)
+        print("ISOH stderr line %d" % i, file=sys.stderr)
+    return n
+
+
+def write_garbage():
+    """Corrupt the protocol on purpose: the host must treat it as a protocol error."""
+    os.write(3, b"garbage, not a frame\n" * 4)
+    return True
+
+
+def crash_with_code(code):
+    os._exit(code)
+
+
+def self_kill(signal_number):
+    os.kill(os.getpid(), signal_number)
+    time.sleep(1)  # a fatal signal arrives before this ends
+    return signal_number
+
+
+def pid():
+    return os.getpid()
+
+
+def sys_path():
+    return list(sys.path)
+
+
+def env_var(name):
+    return os.environ.get(name)
+
+
+def protocol_version():
+    return isohost_worker.PROTOCOL_VERSION
+
+
+def allocate_mb(mb):
+    """Hold `mb` MiB of resident memory until clear_allocation() or a release."""
+    global _allocation
+    buf = bytearray(mb * MIB)
+    buf[::4096] = b"\x01" * len(range(0, len(buf), 4096))  # make every page resident
+    _allocation = buf
+    return mb
+
+
+def allocated_mb():
+    return 0 if _allocation is None else len(_allocation) // MIB
+
+
+def clear_allocation():
+    global _allocation
+    _allocation = None
+    del _cuda_tensors[:]
+
+
+isohost_worker.on_release(clear_allocation)
+
+
+def _failing_callback():
+    raise RuntimeError("this release callback fails on purpose")
+
+
+def register_failing_release_callback():
+    isohost_worker.on_release(_failing_callback)
+    return True
+
+
+def fork_keeps_protocol_fd():
+    """Whether a plain os.fork() child still has the protocol descriptor open."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.fstat(3)
+            answer = b"1"
+        except OSError:
+            answer = b"0"
+        os.write(write_end, answer)
+        os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 1)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    return answer == b"1"
+
+
+def torch_version():
+    import torch
+    return torch.__version__
+
+
+def cuda_available():
+    import torch
+    return torch.cuda.is_available()
+
+
+def cuda_initialized():
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def cuda_allocate_mb(mb):
+    """Hold `mb` MiB on the current CUDA device until a release."""
+    import torch
+    _cuda_tensors.append(torch.empty(mb * MIB, dtype=torch.uint8, device="cuda"))
+    return mb
+
+
+def cuda_drop_tensors():
+    """Free the tensors but leave their blocks in torch's cache, for a release to return."""
+    del _cuda_tensors[:]
+    return True

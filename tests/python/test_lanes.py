@@ -1,0 +1,147 @@
+"""The two lanes and the worker's lifetime: side lane during calls, shutdown, end-of-file,
+protocol errors, descriptors, and the ways a worker can die."""
+
+import os
+import signal
+import struct
+import time
+
+import pytest
+
+from conftest import eventually, frames
+
+F = "isohost_test_funcs:"
+
+
+def test_ping(worker):
+    assert worker.request("ping")["value"] == {"pid": worker.pid}
+
+
+def test_side_lane_answers_while_a_call_runs(worker):
+    started = time.monotonic()
+    call_id = worker.start("call", target=F + "busy_loop", args=[2.0], kwargs={})
+    time.sleep(0.2)
+    for op in ("ping", "memory", "ping"):
+        sent = time.monotonic()
+        reply = worker.request(op)
+        assert reply["ok"] and reply["value"]["pid"] == worker.pid
+        assert time.monotonic() - sent < 0.5, "%s took %.3f s" % (op, time.monotonic() - sent)
+    assert time.monotonic() - started < 1.5, "the call should still be running"
+    reply = worker.recv()
+    assert reply == {"op": "reply", "id": call_id, "ok": True, "value": 2.0}
+
+
+def test_shutdown_finishes_the_call_in_flight(worker):
+    call_id = worker.start("call", target=F + "sleep", args=[0.5], kwargs={})
+    worker.send({"op": "shutdown"})
+    assert worker.recv() == {"op": "reply", "id": call_id, "ok": True, "value": 0.5}
+    assert worker.wait() == 0
+
+
+def test_shutdown_when_idle(worker):
+    worker.send({"op": "shutdown"})
+    assert worker.wait(2) == 0
+    with pytest.raises(EOFError):
+        worker.recv()
+
+
+def test_end_of_file_exits_at_once_when_idle(worker):
+    worker.sock.close()
+    assert worker.wait(2) == 0
+
+
+def test_end_of_file_exits_at_once_during_a_call(worker):
+    worker.start("call", target=F + "busy_loop", args=[30.0], kwargs={})
+    time.sleep(0.2)
+    worker.sock.close()
+    assert worker.wait(2) == 0
+
+
+def test_end_of_file_inside_a_frame_exits_zero(worker):
+    worker.send_raw(frames.encode({"op": "ping", "id": 1})[:10])
+    worker.sock.close()
+    assert worker.wait(2) == 0
+
+
+def _frame(body, magic=b"ISOH", version=1, flags=0, buffer_count=0):
+    return struct.pack("<4sHHII", magic, version, flags, len(body), buffer_count) + body
+
+
+@pytest.mark.parametrize("raw, says", [
+    (_frame(b'{"op":"ping","id":1}', magic=b"JUNK"), "bad magic"),
+    (_frame(b'{"op":"ping","id":1}', version=7), "version 7"),
+    (_frame(b'{"op":"ping","id":1}', flags=4), "flags"),
+    (_frame(b'{"op":"ping","id":1}', buffer_count=99), "buffer_count"),
+    (_frame(b'{"op":"ping","id":1}', buffer_count=1), "descriptors"),
+    (_frame(b'["op","ping"]'), "not an object"),
+    (_frame(b'{"op":"ping"}'), "without an integer id"),
+    (_frame(b'{"op":"ping","id":"1"}'), "without an integer id"),
+    (_frame(b'{"op":"call","id":true}'), "without an integer id"),
+    (struct.pack("<4sHHII", b"ISOH", 1, 0, 0, 0), "json_length"),
+])
+def test_protocol_errors_exit_3(worker, raw, says):
+    worker.send_raw(raw)
+    assert worker.wait() == 3
+    stderr = worker.stderr()
+    assert "isohost_worker: protocol error" in stderr and says in stderr, stderr
+
+
+def test_received_descriptors_are_closed(worker):
+    before = worker.fd_count()
+    pipes = [os.pipe() for _ in range(3)]
+    try:
+        worker.send({"op": "ping", "id": 5}, fds=[r for r, _ in pipes])
+        assert worker.recv() == {"op": "reply", "id": 5, "ok": True, "value": {"pid": worker.pid}}
+        eventually(lambda: worker.fd_count() == before)
+        for r, w in pipes:
+            os.close(r)
+            with pytest.raises(BrokenPipeError):  # no read end is left open anywhere
+                os.write(w, b"x")
+    finally:
+        for r, w in pipes:
+            for fd in (r, w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def test_descriptors_on_a_main_lane_frame_are_closed_too(worker):
+    before = worker.fd_count()
+    r, w = os.pipe()
+    try:
+        reply_id = worker.new_id()
+        worker.send({"op": "call", "id": reply_id, "target": F + "add", "args": [1, 2],
+                     "kwargs": {}}, fds=[r])
+        assert worker.recv()["value"] == 3
+        eventually(lambda: worker.fd_count() == before)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_protocol_socket_stays_out_of_children(worker):
+    assert worker.value("os:get_inheritable", 3) is False
+    assert worker.value(F + "fork_keeps_protocol_fd") is False
+    assert worker.value(F + "echo", "fine") == "fine"
+
+
+def test_exit_code_of_a_crash(worker):
+    worker.start("call", target=F + "crash_with_code", args=[7], kwargs={})
+    with pytest.raises(EOFError):
+        worker.recv()
+    assert worker.wait() == 7
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGKILL, signal.SIGTERM])
+def test_death_by_signal(worker, signal_number):
+    worker.start("call", target=F + "self_kill", args=[int(signal_number)], kwargs={})
+    with pytest.raises(EOFError):
+        worker.recv()
+    assert worker.wait() == -signal_number
+
+
+def test_garbage_on_the_protocol_descriptor_is_seen_by_the_host(worker):
+    worker.start("call", target=F + "write_garbage", args=[], kwargs={})
+    with pytest.raises(frames.ProtocolError):
+        worker.recv()
