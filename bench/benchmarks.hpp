@@ -1,0 +1,22 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "figure.hpp"
+
+namespace isohost::bench {
+
+struct BenchOptions {
+  // The interpreter the workers run.
+  std::string python = "python3";
+  // Repetitions for per-call figures; start figures use a tenth of it (at least 5).
+  int rounds = 2000;
+};
+
+// rtt.raw_socketpair and rtt.call.
+std::vector<Figure> bench_rtt(const BenchOptions& options);
+// start.fork (the limit), start.bare and start.torch.
+std::vector<Figure> bench_start(const BenchOptions& options);
+
+}  // namespace isohost::bench

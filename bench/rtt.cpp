@@ -1,0 +1,76 @@
+#include "benchmarks.hpp"
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "pool/pool.hpp"
+
+namespace isohost::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double micros_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+// The floor for any host-worker exchange: a 64-byte message to another process over a
+// socketpair and back, with a blocking reader on each side.
+Figure raw_socketpair_round_trip(int rounds) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    throw std::runtime_error("socketpair failed");
+  }
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pair[0]);
+    char buffer[64];
+    for (;;) {
+      if (::read(pair[1], buffer, sizeof buffer) != sizeof buffer) ::_exit(0);
+      if (::write(pair[1], buffer, sizeof buffer) != sizeof buffer) ::_exit(0);
+    }
+  }
+  ::close(pair[1]);
+  char message[64] = {};
+  std::vector<double> samples;
+  for (int i = 0; i < rounds; ++i) {
+    const auto start = Clock::now();
+    if (::write(pair[0], message, sizeof message) != sizeof message ||
+        ::read(pair[0], message, sizeof message) != sizeof message) {
+      break;
+    }
+    samples.push_back(micros_since(start));
+  }
+  ::close(pair[0]);
+  ::waitpid(child, nullptr, 0);
+  return summarize("rtt.raw_socketpair", "us", samples);
+}
+
+}  // namespace
+
+std::vector<Figure> bench_rtt(const BenchOptions& options) {
+  auto raw = raw_socketpair_round_trip(options.rounds);
+  pool::Config config;
+  config.environments["bench"] = pool::EnvironmentConfig{.name = "bench", .python = options.python};
+  pool::Pool pool(config);
+  const auto args = nlohmann::json::array({1, 2});
+  pool.call("bench", "operator:add", args).get();  // cold start, not measured
+  for (int i = 0; i < options.rounds / 10; ++i) pool.call("bench", "operator:add", args).get();
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(options.rounds));
+  for (int i = 0; i < options.rounds; ++i) {
+    const auto start = Clock::now();
+    pool.call("bench", "operator:add", args).get();
+    samples.push_back(micros_since(start));
+  }
+  auto call = summarize("rtt.call", "us", samples);
+  call.limit = raw.median;
+  call.limit_name = "rtt.raw_socketpair";
+  return {raw, call};
+}
+
+}  // namespace isohost::bench

@@ -1,0 +1,65 @@
+#include "benchmarks.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "pool/pool.hpp"
+
+namespace isohost::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double millis_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The floor under any process start: fork, exit, wait.
+Figure fork_exit_wait(int rounds) {
+  std::vector<double> samples;
+  for (int i = 0; i < rounds; ++i) {
+    const auto start = Clock::now();
+    const pid_t pid = ::fork();
+    if (pid == 0) ::_exit(0);
+    ::waitpid(pid, nullptr, 0);
+    samples.push_back(millis_since(start));
+  }
+  return summarize("start.fork", "ms", samples);
+}
+
+// Spawn to ready: a fresh pool per sample, so every call is a cold start. With `module`, the
+// first call imports it, and the figure runs to that call's answer.
+Figure cold_start(const std::string& name, const BenchOptions& options, const std::string& module,
+                  int rounds, const Figure& limit) {
+  std::vector<double> samples;
+  for (int i = 0; i < rounds; ++i) {
+    pool::Config config;
+    config.environments["bench"] = pool::EnvironmentConfig{.name = "bench", .python = options.python};
+    pool::Pool pool(config, {.sweep_orphans = false});
+    const auto start = Clock::now();
+    if (module.empty()) {
+      pool.call("bench", "os:getpid").get();
+    } else {
+      pool.call("bench", "importlib:import_module", {module}).get();
+    }
+    samples.push_back(millis_since(start));
+  }
+  auto figure = summarize(name, "ms", samples);
+  figure.limit = limit.median;
+  figure.limit_name = limit.name;
+  return figure;
+}
+
+}  // namespace
+
+std::vector<Figure> bench_start(const BenchOptions& options) {
+  const int rounds = std::max(5, options.rounds / 100);
+  auto fork = fork_exit_wait(200);
+  return {fork, cold_start("start.bare", options, "", rounds, fork),
+          cold_start("start.torch", options, "torch", rounds, fork)};
+}
+
+}  // namespace isohost::bench

@@ -1,0 +1,34 @@
+#include "benchmarks.hpp"
+#include "cli/commands.hpp"
+#include "cli/default_python.hpp"
+
+namespace isohost::cli {
+namespace {
+
+struct BenchCommandOptions {
+  std::string name;
+  std::string python;
+  int rounds = 2000;
+  bool json = false;
+};
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<BenchCommandOptions>();
+  auto* sub = app.add_subcommand("bench", "Measure isohost beside the machine's physical limits");
+  sub->add_option("name", options->name, "rtt or start")->required()->check(CLI::IsMember({"rtt", "start"}));
+  sub->add_option("--python", options->python, "interpreter for the workers (default: a python3 that has torch)");
+  sub->add_option("--rounds", options->rounds, "repetitions")->check(CLI::Range(10, 1000000));
+  sub->add_flag("--json", options->json, "print a JSON array of figures");
+  commands.emplace_back(sub, [options] {
+    bench::BenchOptions bench_options{.python = options->python.empty() ? default_python() : options->python,
+                                      .rounds = options->rounds};
+    const auto figures = options->name == "rtt" ? bench::bench_rtt(bench_options)
+                                                : bench::bench_start(bench_options);
+    bench::print_figures(figures, options->json);
+    return 0;
+  });
+}
+
+}  // namespace isohost::cli

@@ -1,0 +1,154 @@
+#include "pool/config.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "worker/error.hpp"
+
+namespace isohost::pool {
+namespace {
+
+using worker::Error;
+using worker::ErrorKind;
+
+Error config_error(const std::string& source, const toml::source_region& where,
+                   const std::string& message) {
+  return Error(ErrorKind::config_error, source + ":" + std::to_string(where.begin.line) + ":" +
+                                            std::to_string(where.begin.column) + ": " + message);
+}
+
+void reject_unknown_keys(const toml::table& table, const std::set<std::string>& known,
+                         const std::string& section, const std::string& source) {
+  for (const auto& [key, node] : table) {
+    if (!known.contains(std::string(key.str()))) {
+      throw config_error(source, node.source(),
+                         "unknown key '" + std::string(key.str()) + "' in [" + section + "]");
+    }
+  }
+}
+
+std::chrono::milliseconds seconds(const toml::table& table, const std::string& key,
+                                  std::chrono::milliseconds fallback, const std::string& source) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return fallback;
+  double value = 0;
+  if (auto i = node->value_exact<int64_t>()) {
+    value = static_cast<double>(*i);
+  } else if (auto d = node->value_exact<double>()) {
+    value = *d;
+  } else {
+    throw config_error(source, node->source(), "'" + key + "' must be a number of seconds");
+  }
+  if (value < 0 || value > 1e9) {
+    throw config_error(source, node->source(), "'" + key + "' must be between 0 and 1e9 seconds");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
+}
+
+std::string string_value(const toml::node& node, const std::string& key,
+                         const std::string& source) {
+  auto value = node.value_exact<std::string>();
+  if (!value) throw config_error(source, node.source(), "'" + key + "' must be a string");
+  return *value;
+}
+
+std::string resolve(const std::string& path, const std::string& base_dir) {
+  if (path.empty() || std::filesystem::path(path).is_absolute() || base_dir.empty()) return path;
+  return (std::filesystem::path(base_dir) / path).lexically_normal().string();
+}
+
+// An interpreter given as a relative path ("envs/a/bin/python") is relative to the file; a
+// bare name ("python3") is looked up on PATH at spawn.
+std::string resolve_program(const std::string& program, const std::string& base_dir) {
+  return program.find('/') == std::string::npos ? program : resolve(program, base_dir);
+}
+
+HostSettings parse_host(const toml::table& table, const std::string& source) {
+  reject_unknown_keys(table,
+                      {"call_timeout_seconds", "start_timeout_seconds", "idle_reap_seconds",
+                       "shutdown_grace_seconds"},
+                      "host", source);
+  HostSettings host;
+  host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
+  host.start_timeout = seconds(table, "start_timeout_seconds", host.start_timeout, source);
+  host.idle_reap = seconds(table, "idle_reap_seconds", host.idle_reap, source);
+  host.shutdown_grace = seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source);
+  return host;
+}
+
+EnvironmentConfig parse_environment(const std::string& name, const toml::table& table,
+                                    const std::string& source, const std::string& base_dir) {
+  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds"},
+                      "env." + name, source);
+  EnvironmentConfig env;
+  env.name = name;
+  if (const auto* node = table.get("python")) {
+    env.python = resolve_program(string_value(*node, "python", source), base_dir);
+  }
+  if (const auto* node = table.get("path")) {
+    const auto* list = node->as_array();
+    if (list == nullptr) throw config_error(source, node->source(), "'path' must be a list of directories");
+    for (const auto& item : *list) env.path.push_back(resolve(string_value(item, "path", source), base_dir));
+  }
+  if (const auto* node = table.get("cwd")) env.cwd = resolve(string_value(*node, "cwd", source), base_dir);
+  if (const auto* node = table.get("env")) {
+    const auto* vars = node->as_table();
+    if (vars == nullptr) throw config_error(source, node->source(), "'env' must be a table of variables");
+    for (const auto& [key, value] : *vars) {
+      env.env[std::string(key.str())] = string_value(value, "env." + std::string(key.str()), source);
+    }
+  }
+  if (table.contains("call_timeout_seconds")) {
+    env.call_timeout = seconds(table, "call_timeout_seconds", {}, source);
+  }
+  return env;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& source, const std::string& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw config_error(source, e.source(), std::string(e.description()));
+  }
+  reject_unknown_keys(root, {"host", "env"}, "top level", source);
+  Config config;
+  config.source = source;
+  if (const auto* node = root.get("host")) {
+    const auto* table = node->as_table();
+    if (table == nullptr) throw config_error(source, node->source(), "[host] must be a table");
+    config.host = parse_host(*table, source);
+  }
+  if (const auto* node = root.get("env")) {
+    const auto* envs = node->as_table();
+    if (envs == nullptr) throw config_error(source, node->source(), "[env] must hold [env.NAME] tables");
+    for (const auto& [name, value] : *envs) {
+      const auto* table = value.as_table();
+      if (table == nullptr) {
+        throw config_error(source, value.source(), "env." + std::string(name.str()) + " must be a table");
+      }
+      config.environments[std::string(name.str())] =
+          parse_environment(std::string(name.str()), *table, source, base_dir);
+    }
+  }
+  return config;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    throw Error(ErrorKind::config_error, "cannot read configuration file '" + path + "'");
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  const auto base = std::filesystem::absolute(path).parent_path().string();
+  return parse_config(text.str(), path, base);
+}
+
+}  // namespace isohost::pool

@@ -1,0 +1,57 @@
+#pragma once
+
+// The host's configuration: one TOML file, every setting defaulted.
+//
+//   [host]
+//   call_timeout_seconds = 600
+//   [env.vision]
+//   python = "/opt/envs/vision/bin/python"
+//   path = ["/opt/packs/vision"]
+//   env = { CUDA_MODULE_LOADING = "LAZY" }
+//
+// Unknown keys are errors: a misspelt setting silently ignored is worse than a refusal.
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace isohost::pool {
+
+struct HostSettings {
+  // A call running longer is killed with its worker (per environment, overridable).
+  std::chrono::milliseconds call_timeout{600'000};
+  // From spawn to hello.
+  std::chrono::milliseconds start_timeout{60'000};
+  // A worker idle this long is ended; zero keeps idle workers forever.
+  std::chrono::milliseconds idle_reap{1'800'000};
+  // Between the shutdown frame and the kill.
+  std::chrono::milliseconds shutdown_grace{5'000};
+};
+
+struct EnvironmentConfig {
+  std::string name;
+  std::string python = "python3";
+  std::vector<std::string> path;
+  std::string cwd;
+  std::map<std::string, std::string> env;
+  // Overrides [host] call_timeout_seconds for this environment.
+  std::optional<std::chrono::milliseconds> call_timeout;
+};
+
+struct Config {
+  HostSettings host;
+  std::map<std::string, EnvironmentConfig> environments;
+  // Where the configuration came from, for messages.
+  std::string source = "(defaults)";
+};
+
+// Parses TOML text. Relative `path` and `cwd` entries are resolved against `base_dir`.
+// Throws worker::Error(config_error) naming the source, line and column, and the key.
+Config parse_config(const std::string& text, const std::string& source, const std::string& base_dir);
+
+// Reads and parses a file. Throws worker::Error(config_error).
+Config load_config(const std::string& path);
+
+}  // namespace isohost::pool

@@ -1,0 +1,367 @@
+#include "pool/pool.hpp"
+
+#include <unistd.h>
+
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "proc/orphan_sweep.hpp"
+#include "worker/runtime_location.hpp"
+
+namespace isohost::pool {
+
+using worker::Worker;
+using worker::WorkerState;
+
+Request Request::call(std::string env, std::string target, nlohmann::json args,
+                      nlohmann::json kwargs) {
+  return Request{Kind::call, std::move(env),
+                 {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
+}
+
+nlohmann::json PoolStatus::to_json() const {
+  auto workers_json = nlohmann::json::array();
+  for (const auto& w : workers) {
+    workers_json.push_back({{"env", w.env},
+                            {"pid", w.pid},
+                            {"generation", w.generation},
+                            {"state", w.state},
+                            {"idle_seconds", w.idle_seconds},
+                            {"calls", w.calls},
+                            {"python", w.hello.value("python", nlohmann::json())},
+                            {"torch", w.hello.value("torch", nlohmann::json())}});
+  }
+  return {{"host", {{"pid", host_pid}}}, {"workers", std::move(workers_json)}};
+}
+
+Pool::Pool(Config config, PoolOptions options)
+    : config_(std::move(config)), options_(std::move(options)), work_(io_.get_executor()) {
+  if (options_.runtime_dir.empty()) options_.runtime_dir = worker::find_worker_runtime();
+  host_tag_ = proc::host_tag();
+  if (options_.sweep_orphans) {
+    for (pid_t pid : proc::sweep_orphaned_workers()) {
+      spdlog::warn("ended worker pid {} left behind by a host that is gone", pid);
+    }
+  }
+  for (const auto& [name, env] : config_.environments) {
+    auto& slot = slots_[name];
+    slot.config = env;
+    slot.idle_timer = std::make_unique<asio::steady_timer>(io_);
+  }
+  // Spawning happens on this thread, so it is the thread the workers' death signal watches:
+  // it lives exactly as long as the pool.
+  thread_ = std::thread([this] {
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception& e) {
+        // A bug in one handler must not take every worker down with the host.
+        spdlog::error("event loop: unexpected error, continuing: {}", e.what());
+      }
+    }
+  });
+}
+
+Pool::~Pool() { shutdown(); }
+
+std::chrono::milliseconds Pool::call_timeout(const Slot& slot) const {
+  return slot.config.call_timeout.value_or(config_.host.call_timeout);
+}
+
+std::future<nlohmann::json> Pool::submit(Request request) {
+  auto promise = std::make_shared<std::promise<nlohmann::json>>();
+  auto future = promise->get_future();
+  asio::post(io_, [this, request = std::move(request), promise]() mutable {
+    submit_on_loop(std::move(request), [promise](Outcome outcome) {
+      if (outcome.ok()) {
+        promise->set_value(outcome.value());
+      } else {
+        promise->set_exception(std::make_exception_ptr(outcome.error()));
+      }
+    });
+  });
+  return future;
+}
+
+std::future<nlohmann::json> Pool::call(const std::string& env, const std::string& target,
+                                       nlohmann::json args, nlohmann::json kwargs) {
+  return submit(Request::call(env, target, std::move(args), std::move(kwargs)));
+}
+
+std::future<PoolStatus> Pool::status() {
+  auto promise = std::make_shared<std::promise<PoolStatus>>();
+  auto future = promise->get_future();
+  asio::post(io_, [this, promise] { promise->set_value(status_on_loop()); });
+  return future;
+}
+
+PoolStatus Pool::status_on_loop() const {
+  PoolStatus status;
+  status.host_pid = ::getpid();
+  const auto now = Clock::now();
+  for (const auto& [name, slot] : slots_) {
+    if (!slot.worker) continue;
+    const auto& w = *slot.worker;
+    WorkerStatus ws{.env = name,
+                    .pid = w.pid(),
+                    .generation = w.generation(),
+                    .state = worker::worker_state_name(w.state()),
+                    .calls = slot.calls,
+                    .spawned_at = w.spawned_at(),
+                    .ready_at = w.ready_at(),
+                    .hello = w.hello()};
+    if (w.state() == WorkerState::ready) {
+      ws.idle_seconds = std::chrono::duration<double>(now - slot.idle_since).count();
+    }
+    status.workers.push_back(std::move(ws));
+  }
+  return status;
+}
+
+void Pool::submit_on_loop(Request request, Handler handler) {
+  if (shutting_down_) {
+    handler(Outcome::failure(Error(ErrorKind::shutting_down, "the host is shutting down")));
+    return;
+  }
+  auto it = slots_.find(request.env);
+  if (it == slots_.end()) {
+    std::string known;
+    for (const auto& [name, slot] : slots_) known += (known.empty() ? "" : ", ") + name;
+    handler(Outcome::failure(
+        Error(ErrorKind::unknown_environment,
+              "no environment named '" + request.env + "' is configured in " + config_.source +
+                  (known.empty() ? " (it defines none)" : " (known: " + known + ")"))));
+    return;
+  }
+  Slot& slot = it->second;
+  if (request.kind == Request::Kind::call) {
+    const auto target = request.message.value("target", std::string());
+    const auto colon = target.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) {
+      handler(Outcome::failure(Error(ErrorKind::bad_request,
+                                     "target '" + target + "' is not of the form module:function")));
+      return;
+    }
+    if (!request.message["args"].is_array() || !request.message["kwargs"].is_object()) {
+      handler(Outcome::failure(
+          Error(ErrorKind::bad_request, "args must be a JSON array and kwargs a JSON object")));
+      return;
+    }
+  }
+  // Release, reap and queries concern the worker that is there; they never start one.
+  if (request.kind != Request::Kind::call && !slot.worker) {
+    const char* key = request.kind == Request::Kind::release ? "released"
+                      : request.kind == Request::Kind::reap  ? "reaped"
+                                                             : "answered";
+    if (request.kind == Request::Kind::query) {
+      handler(Outcome::failure(Error(ErrorKind::bad_request,
+                                     "no worker is running for environment '" + request.env + "'")));
+    } else {
+      handler(Outcome::success(
+          {{key, false}, {"reason", "no worker is running for environment '" + request.env + "'"}}));
+    }
+    return;
+  }
+  if (request.kind == Request::Kind::query) {
+    slot.worker->query(request.message.value("op", std::string("ping")), std::move(handler));
+    return;
+  }
+  slot.queue.push_back(Pending{std::move(request), std::move(handler)});
+  pump(slot);
+}
+
+void Pool::pump(Slot& slot) {
+  if (shutting_down_) {
+    fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
+    return;
+  }
+  if (slot.queue.empty()) {
+    arm_idle_reap(slot);
+    return;
+  }
+  if (!slot.worker) {
+    if (auto refusal = slot.backoff.refusal(Clock::now(), slot.config.name)) {
+      fail_queue(slot, Error(ErrorKind::crash_loop, *refusal));
+      return;
+    }
+    start_worker(slot);
+    return;
+  }
+  if (slot.worker->state() != WorkerState::ready) return;  // its ready/reply/exit pumps again
+  auto pending = std::move(slot.queue.front());
+  slot.queue.pop_front();
+  dispatch(slot, std::move(pending));
+}
+
+void Pool::dispatch(Slot& slot, Pending pending) {
+  auto& request = pending.request;
+  if (request.kind == Request::Kind::reap) {
+    const auto pid = slot.worker->pid();
+    const auto generation = slot.worker->generation();
+    retire(slot, "reap requested");
+    pending.handler(Outcome::success({{"reaped", true}, {"pid", pid}, {"generation", generation}}));
+    pump(slot);
+    return;
+  }
+  nlohmann::json message;
+  std::string what;
+  std::chrono::milliseconds timeout{0};
+  if (request.kind == Request::Kind::call) {
+    what = "call " + request.message["target"].get<std::string>();
+    message = {{"op", "call"},
+               {"target", request.message["target"]},
+               {"args", request.message["args"]},
+               {"kwargs", request.message["kwargs"]}};
+    timeout = call_timeout(slot);
+  } else {
+    what = "release";
+    message = {{"op", "release"}};
+    timeout = config_.host.shutdown_grace + call_timeout(slot);
+  }
+  auto w = slot.worker;
+  w->request(std::move(message), timeout, what,
+             [this, &slot, w, handler = std::move(pending.handler)](Outcome outcome) {
+               // A worker that answered, even with the function's exception, is healthy.
+               if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
+                 slot.backoff.record_success();
+                 if (slot.worker == w) {
+                   ++slot.calls;
+                   slot.idle_since = Clock::now();
+                 }
+               }
+               handler(std::move(outcome));
+               pump(slot);
+             });
+}
+
+void Pool::start_worker(Slot& slot) {
+  const unsigned generation = ++slot.generation;  // retired generations are never reused
+  worker::WorkerOptions options{.env_name = slot.config.name,
+                                .python = slot.config.python,
+                                .module_path = slot.config.path,
+                                .cwd = slot.config.cwd,
+                                .env = slot.config.env,
+                                .runtime_dir = options_.runtime_dir,
+                                .host_tag = host_tag_,
+                                .generation = generation,
+                                .start_timeout = config_.host.start_timeout};
+  auto weak = std::make_shared<std::weak_ptr<Worker>>();
+  Worker::Events events{
+      .on_ready =
+          [this, &slot](const Error* error) {
+            if (error != nullptr) {
+              fail_queue(slot, *error);
+            } else {
+              slot.idle_since = Clock::now();
+              pump(slot);
+            }
+          },
+      .on_exit =
+          [this, &slot, weak](const worker::ExitReport& report) {
+            if (auto w = weak->lock()) on_worker_exit(slot, w, report);
+          },
+  };
+  try {
+    slot.worker = Worker::launch(io_, std::move(options), std::move(events));
+  } catch (const Error& e) {
+    slot.backoff.record_failure(Clock::now(), e.what());
+    fail_queue(slot, e);
+    return;
+  }
+  *weak = slot.worker;
+  slot.calls = 0;
+  live_.push_back(slot.worker);
+  spdlog::info("started worker '{}' (pid {}, generation {})", slot.config.name, slot.worker->pid(),
+               generation);
+}
+
+void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
+                          const worker::ExitReport& report) {
+  if (slot.worker == w) slot.worker = nullptr;
+  if (!report.expected) slot.backoff.record_failure(Clock::now(), report.reason);
+  std::erase(live_, w);
+  if (shutting_down_) {
+    finish_shutdown_if_done();
+    return;
+  }
+  pump(slot);
+}
+
+void Pool::retire(Slot& slot, const std::string& reason) {
+  auto w = std::move(slot.worker);
+  slot.worker = nullptr;
+  slot.idle_timer->cancel();
+  spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
+               w->generation(), reason);
+  w->shutdown(config_.host.shutdown_grace);
+}
+
+void Pool::arm_idle_reap(Slot& slot) {
+  if (!slot.worker || slot.worker->state() != WorkerState::ready ||
+      config_.host.idle_reap.count() == 0) {
+    return;
+  }
+  const auto window = config_.host.idle_reap;
+  slot.idle_timer->expires_at(slot.idle_since + window);
+  slot.idle_timer->async_wait([this, &slot, w = std::weak_ptr<Worker>(slot.worker),
+                               window](const asio::error_code& ec) {
+    if (ec || shutting_down_ || slot.worker != w.lock() || !slot.worker) return;
+    if (slot.worker->state() != WorkerState::ready || !slot.queue.empty()) return;
+    if (Clock::now() - slot.idle_since < window) {
+      arm_idle_reap(slot);
+      return;
+    }
+    retire(slot, fmt::format("idle for {:g} s", std::chrono::duration<double>(window).count()));
+  });
+}
+
+void Pool::fail_queue(Slot& slot, const Error& error) {
+  auto queue = std::move(slot.queue);
+  slot.queue.clear();
+  for (auto& pending : queue) pending.handler(Outcome::failure(error));
+}
+
+void Pool::on_stopped(std::function<void()> hook) {
+  asio::post(io_, [this, hook = std::move(hook)]() mutable {
+    if (stopped_) {
+      hook();
+    } else {
+      stopped_hooks_.push_back(std::move(hook));
+    }
+  });
+}
+
+void Pool::request_shutdown() {
+  asio::post(io_, [this] {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    spdlog::info("shutting down: ending {} worker(s)", live_.size());
+    for (auto& [name, slot] : slots_) {
+      fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
+      if (slot.worker) retire(slot, "host shutdown");
+    }
+    finish_shutdown_if_done();
+  });
+}
+
+void Pool::finish_shutdown_if_done() {
+  if (!live_.empty() || stopped_) return;
+  stopped_ = true;
+  for (auto& hook : stopped_hooks_) hook();
+  stopped_hooks_.clear();
+  for (auto& [name, slot] : slots_) slot.idle_timer->cancel();
+  work_.reset();
+}
+
+void Pool::shutdown() {
+  if (!thread_.joinable()) return;
+  request_shutdown();
+  thread_.join();
+}
+
+void Pool::wait_until_stopped() {
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace isohost::pool

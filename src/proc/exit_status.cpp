@@ -1,0 +1,28 @@
+#include "proc/exit_status.hpp"
+
+#include <string.h>
+
+namespace isohost::proc {
+
+ExitStatus ExitStatus::from_siginfo(const siginfo_t& info) {
+  switch (info.si_code) {
+    case CLD_EXITED:
+      return exited(info.si_status);
+    case CLD_DUMPED:
+      return killed(info.si_status, true);
+    default:
+      return killed(info.si_status);
+  }
+}
+
+std::string signal_name(int signal) {
+  if (const char* abbrev = ::sigabbrev_np(signal)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(signal);
+}
+
+std::string ExitStatus::describe() const {
+  if (kind_ == Kind::exited) return "exited with code " + std::to_string(value_);
+  return "killed by " + signal_name(value_) + (core_dumped_ ? " (core dumped)" : "");
+}
+
+}  // namespace isohost::proc

@@ -1,0 +1,91 @@
+#include "proc/orphan_sweep.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+#include "probe/probe_error.hpp"
+#include "probe/proc_stat.hpp"
+
+namespace isohost::proc {
+namespace {
+
+constexpr std::string_view kWorkerMarker = "isohost_worker";
+
+struct HostIdentity {
+  pid_t pid = 0;
+  unsigned long long start_time = 0;
+};
+
+bool parse_tag(std::string_view tag, HostIdentity& out) {
+  const auto colon = tag.find(':');
+  if (colon == std::string_view::npos) return false;
+  const auto* begin = tag.data();
+  auto [p1, e1] = std::from_chars(begin, begin + colon, out.pid);
+  auto [p2, e2] = std::from_chars(begin + colon + 1, begin + tag.size(), out.start_time);
+  return e1 == std::errc{} && e2 == std::errc{} && p1 == begin + colon &&
+         p2 == begin + tag.size() && out.pid > 0;
+}
+
+bool host_alive(const HostIdentity& host) {
+  try {
+    return probe::process_start_time(host.pid) == host.start_time;
+  } catch (const probe::ProbeError&) {
+    return false;
+  }
+}
+
+// The host tag of `pid` if it is an isohost worker, read from its command line.
+bool worker_host(pid_t pid, HostIdentity& host) {
+  std::vector<std::string> args;
+  try {
+    args = probe::process_cmdline(pid);
+  } catch (const probe::ProbeError&) {
+    return false;
+  }
+  bool is_worker = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    is_worker = is_worker || args[i].find(kWorkerMarker) != std::string::npos;
+    if (args[i] == "--host" && i + 1 < args.size()) {
+      return is_worker && parse_tag(args[i + 1], host);
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string host_tag() {
+  return std::to_string(::getpid()) + ":" + std::to_string(probe::process_start_time(::getpid()));
+}
+
+std::vector<pid_t> sweep_orphaned_workers() {
+  std::vector<pid_t> swept;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return swept;
+  const uid_t me = ::getuid();
+  while (const dirent* entry = ::readdir(proc)) {
+    pid_t pid = 0;
+    const std::string_view name(entry->d_name);
+    auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec != std::errc{} || ptr != name.data() + name.size() || pid == ::getpid()) continue;
+    HostIdentity host;
+    if (!worker_host(pid, host) || host_alive(host)) continue;
+    struct stat st {};
+    const std::string dir = "/proc/" + std::to_string(pid);
+    if (::stat(dir.c_str(), &st) != 0 || st.st_uid != me) continue;
+    // A worker leads its own group; take whatever it started along with it.
+    if (::getpgid(pid) == pid) ::killpg(pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    swept.push_back(pid);
+  }
+  ::closedir(proc);
+  return swept;
+}
+
+}  // namespace isohost::proc

@@ -1,0 +1,184 @@
+#include "proc/spawn.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+extern char** environ;
+
+namespace isohost::proc {
+namespace {
+
+// What the child writes back through the error pipe when a step before exec fails.
+struct ChildFailure {
+  int stage;
+  int error_number;
+};
+
+// CLOSE_RANGE_CLOEXEC from linux/close_range.h (Linux 5.11), spelled out for older headers.
+constexpr unsigned kCloseRangeCloexec = 1U << 2;
+
+enum Stage : int { kStageGroup, kStageDeathSignal, kStageFds, kStageCwd, kStageExec };
+
+const char* stage_words(int stage) {
+  switch (stage) {
+    case kStageGroup: return "setpgid";
+    case kStageDeathSignal: return "prctl(PR_SET_PDEATHSIG)";
+    case kStageFds: return "set up descriptors";
+    case kStageCwd: return "chdir";
+    default: return "exec";
+  }
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// Runs in the child between fork and exec: async-signal-safe calls only, no allocation, no
+// locks, no logging. Reports the failed step through `error_fd` and exits.
+[[noreturn]] void exec_child_async_signal_safe(const SpawnOptions& options, const char* program,
+                                               char* const* argv, char* const* envp,
+                                               int error_fd, pid_t parent) {
+  auto fail = [error_fd](int stage) {
+    const ChildFailure failure{stage, errno};
+    (void)!::write(error_fd, &failure, sizeof failure);
+    ::_exit(127);
+  };
+  if (options.new_process_group && ::setpgid(0, 0) != 0) fail(kStageGroup);
+  if (options.death_signal != 0) {
+    if (::prctl(PR_SET_PDEATHSIG, options.death_signal) != 0) fail(kStageDeathSignal);
+    // The parent may have died before prctl took effect.
+    if (::getppid() != parent) ::_exit(127);
+  }
+  // Move every source above every target first, so that a source numbered like another
+  // mapping's target is never clobbered.
+  int highest_target = error_fd;
+  for (const auto& [from, to] : options.fds) highest_target = std::max({highest_target, from, to});
+  int moved[64];
+  const std::size_t count = std::min<std::size_t>(options.fds.size(), 64);
+  for (std::size_t i = 0; i < count; ++i) {
+    moved[i] = ::fcntl(options.fds[i].first, F_DUPFD, highest_target + 1);
+    if (moved[i] < 0) fail(kStageFds);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (::dup2(moved[i], options.fds[i].second) < 0) fail(kStageFds);
+  }
+  // Every other descriptor goes at exec. Marking them close-on-exec rather than closing them
+  // keeps the error pipe (itself close-on-exec) usable until then.
+  int highest_kept = 2;
+  for (const auto& mapping : options.fds) highest_kept = std::max(highest_kept, mapping.second);
+  for (int fd = 0; fd <= highest_kept; ++fd) {
+    bool kept = false;
+    for (const auto& mapping : options.fds) kept = kept || mapping.second == fd;
+    if (!kept && fd != error_fd) ::close(fd);
+  }
+  if (::syscall(SYS_close_range, highest_kept + 1, ~0U, kCloseRangeCloexec) != 0) {
+    for (int fd = highest_kept + 1; fd < 65536; ++fd) {
+      if (fd != error_fd) ::close(fd);
+    }
+  }
+  if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) fail(kStageCwd);
+  // The host may block or ignore signals (SIGPIPE, say); a worker starts with defaults.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  }
+  ::execve(program, argv, envp);
+  fail(kStageExec);
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::string find_program(const std::string& program) {
+  if (program.empty()) throw SpawnError("no program given", EINVAL);
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = ::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw SpawnError("program '" + program + "' not found on PATH", ENOENT);
+}
+
+std::vector<std::string> scrubbed_environment(const std::map<std::string, std::string>& extra) {
+  static const std::set<std::string> removed{"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP",
+                                             "PYTHONUSERBASE", "PYTHONNOUSERSITE"};
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    auto name = entry.substr(0, eq);
+    if (!removed.contains(name)) env[std::move(name)] = entry.substr(eq + 1);
+  }
+  env["PYTHONNOUSERSITE"] = "1";
+  for (const auto& [name, value] : extra) env[name] = value;
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env) out.push_back(name + "=" + value);
+  return out;
+}
+
+Child spawn(const SpawnOptions& options) {
+  if (options.fds.size() > 64) throw SpawnError("too many descriptors to pass", EINVAL);
+  if (options.argv.empty()) throw SpawnError("empty argument vector", EINVAL);
+  const std::string program = find_program(options.program);
+  // Everything the child touches is prepared here, before fork.
+  auto argv = c_strings(options.argv);
+  auto envp = c_strings(options.env);
+  int error_pipe[2];
+  if (::pipe2(error_pipe, O_CLOEXEC) != 0) {
+    throw SpawnError(std::string("pipe: ") + std::strerror(errno), errno);
+  }
+  wire::UniqueFd error_read(error_pipe[0]);
+  wire::UniqueFd error_write(error_pipe[1]);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw SpawnError(std::string("fork: ") + std::strerror(errno), errno);
+  if (pid == 0) {
+    exec_child_async_signal_safe(options, program.c_str(), argv.data(), envp.data(),
+                                 error_write.get(), parent);
+  }
+  error_write.reset();
+  // The child cannot be reaped before we wait for it, so its pid is ours to open.
+  wire::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  ChildFailure failure{};
+  ssize_t n;
+  do {
+    n = ::read(error_read.get(), &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof failure)) {
+    ::waitpid(pid, nullptr, 0);
+    std::string what = stage_words(failure.stage);
+    if (failure.stage == kStageExec) what += " " + program;
+    if (failure.stage == kStageCwd) what += " " + options.cwd;
+    throw SpawnError(what + ": " + std::strerror(failure.error_number), failure.error_number);
+  }
+  if (!pidfd) {
+    const int error = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    throw SpawnError(std::string("pidfd_open: ") + std::strerror(error), error);
+  }
+  return Child{pid, std::move(pidfd)};
+}
+
+}  // namespace isohost::proc

@@ -1,0 +1,69 @@
+#pragma once
+
+// The one error type callers of isohost see, named by kind. The kind's name is what the CLI
+// prints, what the control socket sends and what the Python API raises.
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace isohost::worker {
+
+enum class ErrorKind {
+  spawn_failed,         // the interpreter could not be started (missing, not executable, bad cwd)
+  start_timeout,        // no hello within the start timeout; the worker was killed
+  protocol_error,       // the worker broke the wire protocol; it was killed
+  crashed,              // the worker died on its own (signal or exit) during a call or start
+  call_timeout,         // a call ran past its timeout; the worker's group was killed
+  worker_exception,     // the called function raised; the worker lives on
+  target_not_found,     // the module or function does not exist; the worker lives on
+  bad_request,          // the request itself is malformed (arguments, target syntax, JSON)
+  crash_loop,           // the environment failed repeatedly and is backing off
+  unknown_environment,  // no environment of that name is configured
+  shutting_down,        // the host is stopping and takes no more work
+  config_error,         // the configuration file is missing or invalid
+  control_error,        // the control socket could not be reached or answered badly
+};
+
+// "WorkerCrashed", "CallTimeout", ...: stable names, part of the interface.
+const char* error_kind_name(ErrorKind kind);
+std::optional<ErrorKind> error_kind_from_name(const std::string& name);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message, nlohmann::json detail = nullptr)
+      : std::runtime_error(message), kind_(kind), detail_(std::move(detail)) {}
+
+  [[nodiscard]] ErrorKind kind() const { return kind_; }
+  [[nodiscard]] const char* kind_name() const { return error_kind_name(kind_); }
+  // The worker's own account where there is one: {"type", "message", "where", "traceback"}.
+  [[nodiscard]] const nlohmann::json& detail() const { return detail_; }
+
+  [[nodiscard]] nlohmann::json to_json() const;
+  static Error from_json(const nlohmann::json& error);
+
+ private:
+  ErrorKind kind_;
+  nlohmann::json detail_;
+};
+
+// A request's result: a JSON value or an Error.
+class Outcome {
+ public:
+  static Outcome success(nlohmann::json value) { return Outcome(std::move(value)); }
+  static Outcome failure(Error error) { return Outcome(std::move(error)); }
+
+  [[nodiscard]] bool ok() const { return !error_.has_value(); }
+  [[nodiscard]] const nlohmann::json& value() const { return value_; }
+  [[nodiscard]] const Error& error() const { return *error_; }
+
+ private:
+  explicit Outcome(nlohmann::json value) : value_(std::move(value)) {}
+  explicit Outcome(Error error) : error_(std::move(error)) {}
+  nlohmann::json value_;
+  std::optional<Error> error_;
+};
+
+}  // namespace isohost::worker

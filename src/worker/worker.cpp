@@ -1,0 +1,395 @@
+#include "worker/worker.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "proc/process_group.hpp"
+#include "proc/spawn.hpp"
+
+namespace isohost::worker {
+namespace {
+
+// The worker's descriptor for the protocol socket, as docs/protocol.md fixes it.
+constexpr int kWorkerSocketFd = 3;
+
+std::pair<wire::UniqueFd, wire::UniqueFd> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw Error(ErrorKind::spawn_failed, std::string("pipe: ") + std::strerror(errno));
+  }
+  return {wire::UniqueFd(fds[0]), wire::UniqueFd(fds[1])};
+}
+
+ErrorKind kind_for_where(const std::string& where) {
+  if (where == "import" || where == "lookup") return ErrorKind::target_not_found;
+  if (where == "arguments") return ErrorKind::bad_request;
+  return ErrorKind::worker_exception;
+}
+
+std::vector<std::string> worker_argv(const WorkerOptions& options) {
+  std::vector<std::string> argv{options.python,
+                                "-s",
+                                "-u",
+                                options.runtime_dir + "/isohost_worker/__main__.py",
+                                "--fd",
+                                std::to_string(kWorkerSocketFd),
+                                "--env",
+                                options.env_name,
+                                "--host",
+                                options.host_tag};
+  for (const auto& dir : options.module_path) {
+    argv.emplace_back("--path");
+    argv.push_back(dir);
+  }
+  return argv;
+}
+
+}  // namespace
+
+const char* worker_state_name(WorkerState state) {
+  switch (state) {
+    case WorkerState::starting: return "starting";
+    case WorkerState::ready: return "ready";
+    case WorkerState::busy: return "busy";
+    case WorkerState::stopping: return "stopping";
+    case WorkerState::dead: return "dead";
+  }
+  return "unknown";
+}
+
+Worker::Worker(asio::io_context& io, WorkerOptions options, Events events)
+    : io_(io),
+      options_(std::move(options)),
+      events_(std::move(events)),
+      socket_(io),
+      pidfd_(io),
+      start_timer_(io),
+      call_timer_(io),
+      stop_timer_(io) {}
+
+Worker::~Worker() {
+  // The pool lets go of a worker only once it is dead; anything else is a bug that must not
+  // leave a process behind.
+  if (pid_ > 0 && state_ != WorkerState::dead) proc::signal_group(pid_, SIGKILL);
+}
+
+std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions options,
+                                       Events events) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    throw Error(ErrorKind::spawn_failed, std::string("socketpair: ") + std::strerror(errno));
+  }
+  wire::UniqueFd host_end(pair[0]);
+  wire::UniqueFd worker_end(pair[1]);
+  auto [out_read, out_write] = make_pipe();
+  auto [err_read, err_write] = make_pipe();
+
+  std::shared_ptr<Worker> self(new Worker(io, std::move(options), std::move(events)));
+  const auto& o = self->options_;
+  proc::SpawnOptions spawn_options{
+      .program = o.python,
+      .argv = worker_argv(o),
+      .env = proc::scrubbed_environment(o.env),
+      .cwd = o.cwd,
+      .fds = {{worker_end.get(), kWorkerSocketFd}, {out_write.get(), 1}, {err_write.get(), 2}},
+  };
+  proc::Child child;
+  try {
+    child = proc::spawn(spawn_options);
+  } catch (const proc::SpawnError& e) {
+    throw Error(ErrorKind::spawn_failed,
+                "cannot start a worker for environment '" + o.env_name + "': " + e.what());
+  }
+  self->pid_ = child.pid;
+  self->spawned_at_ = Clock::now();
+  self->start(std::move(host_end), std::move(child.pidfd), std::move(out_read),
+              std::move(err_read));
+  return self;
+}
+
+void Worker::start(wire::UniqueFd host_end, wire::UniqueFd child_pidfd, wire::UniqueFd out,
+                   wire::UniqueFd err) {
+  socket_.assign(host_end.release());
+  socket_.non_blocking(true);
+  pidfd_.assign(child_pidfd.release());
+  const std::string prefix = "[" + options_.env_name + ":" + std::to_string(pid_) + "] ";
+  stdout_ = std::make_shared<OutputPipe>(io_, std::move(out), [prefix](const std::string& line) {
+    spdlog::info("{}{}", prefix, line);
+  });
+  stderr_ = std::make_shared<OutputPipe>(io_, std::move(err), [prefix](const std::string& line) {
+    spdlog::info("{}{}", prefix, line);
+  });
+  stdout_->start();
+  stderr_->start();
+  watch_exit();
+  read_frames();
+  start_timer_.expires_after(options_.start_timeout);
+  start_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || self->state_ != WorkerState::starting) return;
+    self->condemn(Error(ErrorKind::start_timeout,
+                        self->identity() + " did not say hello within " +
+                            std::to_string(self->options_.start_timeout.count()) +
+                            " ms; it was killed"));
+  });
+}
+
+std::string Worker::identity() const {
+  return "worker '" + options_.env_name + "' (pid " + std::to_string(pid_) + ", generation " +
+         std::to_string(options_.generation) + ")";
+}
+
+std::string Worker::stderr_tail() const {
+  if (!stderr_ || stderr_->tail().empty()) return "";
+  std::string out = "; last stderr lines:";
+  for (const auto& line : stderr_->tail()) out += "\n  " + line;
+  return out;
+}
+
+void Worker::watch_exit() {
+  pidfd_.async_wait(asio::posix::stream_descriptor::wait_read,
+                    [self = shared_from_this()](const asio::error_code& ec) {
+                      if (!ec) self->on_process_exit();
+                    });
+}
+
+void Worker::read_frames() {
+  socket_.async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [self = shared_from_this()](const asio::error_code& ec) {
+        if (ec || self->state_ == WorkerState::dead) return;
+        try {
+          for (;;) {
+            const auto status = wire::receive_some(self->socket_.native_handle(), self->reader_);
+            if (status == wire::ReceiveStatus::would_block) break;
+            if (status == wire::ReceiveStatus::end_of_file) {
+              // The process is ending; its pidfd says how. One that lingers is killed.
+              self->stop_timer_.expires_after(self->options_.eof_grace);
+              self->stop_timer_.async_wait([self](const asio::error_code& e) {
+                if (e || self->state_ == WorkerState::dead) return;
+                self->condemn(Error(ErrorKind::protocol_error,
+                                    self->identity() + " closed its protocol socket but did not exit"));
+              });
+              return;
+            }
+            while (auto frame = self->reader_.next()) {
+              self->handle_frame(std::move(*frame));
+              if (self->state_ == WorkerState::dead || self->cause_) return;
+            }
+          }
+        } catch (const wire::WireError& e) {
+          self->condemn(Error(ErrorKind::protocol_error, self->identity() +
+                                                             " broke the protocol: " + e.what()));
+          return;
+        } catch (const std::system_error& e) {
+          // A socket error means the worker is going; its exit status will say more.
+          spdlog::debug("{}: {}", self->identity(), e.what());
+          return;
+        }
+        self->read_frames();
+      });
+}
+
+void Worker::handle_frame(wire::Frame frame) {
+  const auto& body = frame.body;
+  const auto op = body.value("op", std::string());
+  if (state_ == WorkerState::starting) {
+    handle_hello(body);
+  } else if (op == "reply") {
+    handle_reply(body);
+  } else {
+    throw wire::WireError("unexpected message '" + op + "' from the worker");
+  }
+}
+
+void Worker::handle_hello(const nlohmann::json& body) {
+  if (body.value("op", std::string()) != "hello") {
+    throw wire::WireError("first message was not hello");
+  }
+  const auto version = body.value("protocol", -1);
+  if (version != wire::kProtocolVersion) {
+    throw wire::WireError("worker speaks protocol " + std::to_string(version) +
+                          "; this host speaks " + std::to_string(wire::kProtocolVersion));
+  }
+  hello_ = body;
+  ready_at_ = Clock::now();
+  state_ = WorkerState::ready;
+  start_timer_.cancel();
+  if (events_.on_ready) events_.on_ready(nullptr);
+}
+
+void Worker::handle_reply(const nlohmann::json& body) {
+  const auto id_field = body.find("id");
+  if (id_field == body.end() || !id_field->is_number_integer()) {
+    throw wire::WireError("reply without an integer id");
+  }
+  const auto id = id_field->get<std::int64_t>();
+  Handler handler;
+  std::string what;
+  if (id == main_id_ && main_handler_) {
+    handler = std::move(main_handler_);
+    main_handler_ = nullptr;
+    main_id_ = 0;
+    what = main_what_;
+    call_timer_.cancel();
+    if (state_ == WorkerState::busy) state_ = WorkerState::ready;
+  } else if (auto it = side_handlers_.find(id); it != side_handlers_.end()) {
+    handler = std::move(it->second);
+    side_handlers_.erase(it);
+    what = "query";
+  } else {
+    throw wire::WireError("reply to unknown request id " + std::to_string(id));
+  }
+  if (body.value("ok", false)) {
+    handler(Outcome::success(body.contains("value") ? body["value"] : nlohmann::json()));
+    return;
+  }
+  const auto error = body.value("error", nlohmann::json::object());
+  const auto type = error.value("type", std::string("Exception"));
+  const auto message = error.value("message", std::string());
+  handler(Outcome::failure(Error(kind_for_where(error.value("where", std::string("call"))),
+                                 what + " raised " + type + (message.empty() ? "" : ": " + message),
+                                 error)));
+}
+
+void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
+                     Handler handler) {
+  if (state_ != WorkerState::ready) {
+    handler(Outcome::failure(Error(ErrorKind::shutting_down,
+                                   identity() + " cannot take a request while " +
+                                       worker_state_name(state_))));
+    return;
+  }
+  main_id_ = next_id_++;
+  main_what_ = std::move(what);
+  main_handler_ = std::move(handler);
+  state_ = WorkerState::busy;
+  message["id"] = main_id_;
+  if (timeout.count() > 0) {
+    call_timer_.expires_after(timeout);
+    call_timer_.async_wait([self = shared_from_this(), id = main_id_, timeout](const asio::error_code& ec) {
+      if (ec || self->main_id_ != id) return;
+      self->condemn(Error(ErrorKind::call_timeout,
+                          fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
+                                      "group were killed",
+                                      self->main_what_, timeout.count() / 1000.0,
+                                      self->identity())));
+    });
+  }
+  send(message);
+}
+
+void Worker::query(const std::string& op, Handler handler) {
+  if (state_ != WorkerState::ready && state_ != WorkerState::busy) {
+    handler(Outcome::failure(Error(ErrorKind::shutting_down,
+                                   identity() + " cannot answer '" + op + "' while " +
+                                       worker_state_name(state_))));
+    return;
+  }
+  const auto id = next_id_++;
+  side_handlers_.emplace(id, std::move(handler));
+  send({{"op", op}, {"id", id}});
+}
+
+void Worker::send(const nlohmann::json& body) {
+  if (socket_failed_) return;
+  outgoing_.push(body);
+  flush();
+}
+
+void Worker::flush() {
+  if (waiting_to_write_ || socket_failed_) return;
+  try {
+    if (outgoing_.flush(socket_.native_handle())) return;
+  } catch (const std::system_error& e) {
+    // The worker is gone or going; its exit will fail what is pending.
+    socket_failed_ = true;
+    spdlog::debug("{}: {}", identity(), e.what());
+    return;
+  }
+  waiting_to_write_ = true;
+  socket_.async_wait(asio::posix::stream_descriptor::wait_write,
+                     [self = shared_from_this()](const asio::error_code& ec) {
+                       self->waiting_to_write_ = false;
+                       if (!ec) self->flush();
+                     });
+}
+
+void Worker::shutdown(std::chrono::milliseconds grace) {
+  if (state_ == WorkerState::dead) return;
+  expected_exit_ = true;
+  if (state_ == WorkerState::starting) {
+    condemn(Error(ErrorKind::shutting_down, identity() + " was stopped before it was ready"));
+    return;
+  }
+  state_ = state_ == WorkerState::busy ? WorkerState::busy : WorkerState::stopping;
+  send({{"op", "shutdown"}});
+  stop_timer_.expires_after(grace);
+  stop_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || self->state_ == WorkerState::dead) return;
+    self->condemn(Error(ErrorKind::shutting_down,
+                        self->identity() + " did not exit within its shutdown grace period; it was killed"));
+  });
+}
+
+void Worker::kill(Error reason) { condemn(std::move(reason)); }
+
+void Worker::condemn(Error reason) {
+  if (state_ == WorkerState::dead) return;
+  if (!cause_) cause_ = std::move(reason);
+  if (state_ != WorkerState::busy) state_ = WorkerState::stopping;
+  proc::signal_group(pid_, SIGKILL);
+}
+
+Error Worker::death_error(const proc::ExitStatus& status) const {
+  if (cause_) {
+    return Error(cause_->kind(), std::string(cause_->what()) + stderr_tail(), cause_->detail());
+  }
+  if (expected_exit_) {
+    return Error(ErrorKind::shutting_down, identity() + " was shut down (" + status.describe() + ")");
+  }
+  const std::string during = state_ == WorkerState::starting ? " before saying hello"
+                             : main_handler_                ? " during " + main_what_
+                                                            : " while idle";
+  return Error(ErrorKind::crashed, identity() + " " + status.describe() + during + stderr_tail(),
+               nlohmann::json{{"exit", status.describe()}});
+}
+
+void Worker::on_process_exit() {
+  // Take any processes the worker started before its group id can be reused.
+  proc::signal_group(pid_, SIGKILL);
+  const auto status = proc::reap(pidfd_.native_handle());
+  stdout_->drain();
+  stderr_->drain();
+  const bool was_starting = state_ == WorkerState::starting;
+  const Error error = death_error(status);
+  state_ = WorkerState::dead;
+  for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_}) timer->cancel();
+  asio::error_code ignored;
+  socket_.close(ignored);
+  pidfd_.close(ignored);
+  stdout_->close();
+  stderr_->close();
+  if (was_starting && events_.on_ready) events_.on_ready(&error);
+  if (main_handler_) {
+    auto handler = std::move(main_handler_);
+    main_handler_ = nullptr;
+    handler(Outcome::failure(error));
+  }
+  auto side = std::move(side_handlers_);
+  side_handlers_.clear();
+  for (auto& [id, handler] : side) handler(Outcome::failure(error));
+  const bool expected = expected_exit_ && (!cause_ || cause_->kind() == ErrorKind::shutting_down);
+  spdlog::log(expected ? spdlog::level::info : spdlog::level::warn, "{} ended: {}", identity(),
+              expected ? status.describe() : std::string(error.what()));
+  if (events_.on_exit) events_.on_exit(ExitReport{status, expected, error.what()});
+}
+
+}  // namespace isohost::worker

@@ -1,0 +1,168 @@
+#pragma once
+
+// One worker process and its connection, driven by the host's event loop.
+//
+//   auto w = Worker::launch(io, options, {.on_ready = ..., .on_exit = ...});
+//   // after on_ready(nullptr):
+//   w->request({{"op", "call"}, {"target", "m:f"}, {"args", {1}}, {"kwargs", {}}},
+//              600s, "m:f", [](Outcome o) { ... });
+//
+// Thread safety: none. Every member is called on the event loop's thread, and every handler
+// runs there. Each request's handler runs exactly once, also when the worker dies: then with
+// the error that says why (crash with its exit status and last stderr lines, timeout, protocol
+// error). A worker that has died is never reused; the pool starts a new generation.
+
+#include <sys/types.h>
+
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "proc/exit_status.hpp"
+#include "wire/frame.hpp"
+#include "wire/socket_io.hpp"
+#include "worker/error.hpp"
+#include "worker/output_pipe.hpp"
+
+namespace isohost::worker {
+
+struct WorkerOptions {
+  // The environment's name: prefixes the worker's output and names it in errors.
+  std::string env_name;
+  // The interpreter: a path, or a name looked up on PATH.
+  std::string python = "python3";
+  // Directories put in front of the worker's sys.path.
+  std::vector<std::string> module_path;
+  // Working directory; empty keeps the host's.
+  std::string cwd;
+  // Variables added to the scrubbed environment.
+  std::map<std::string, std::string> env;
+  // The directory that holds the isohost_worker package.
+  std::string runtime_dir;
+  // proc::host_tag() of the host, for the orphan sweep.
+  std::string host_tag;
+  unsigned generation = 1;
+  std::chrono::milliseconds start_timeout{30000};
+  // How long a worker that closed its socket may take to exit before it is killed.
+  std::chrono::milliseconds eof_grace{1000};
+};
+
+enum class WorkerState {
+  starting,  // spawned, waiting for hello
+  ready,     // idle, can take a main-lane request
+  busy,      // one main-lane request in flight
+  stopping,  // asked to shut down, or being killed
+  dead,      // reaped; on_exit has run
+};
+const char* worker_state_name(WorkerState state);
+
+// How a worker ended, for the pool's books.
+struct ExitReport {
+  proc::ExitStatus status;
+  // True when the host asked for it (shutdown, reap); false for a crash, timeout, protocol
+  // error or failed start, which count towards the environment's back-off.
+  bool expected = false;
+  std::string reason;
+};
+
+class Worker : public std::enable_shared_from_this<Worker> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Handler = std::function<void(Outcome)>;
+
+  struct Events {
+    // Once: nullptr when hello arrived, else the reason the start failed.
+    std::function<void(const Error*)> on_ready;
+    // Once, after the process is reaped and every pending handler has run.
+    std::function<void(const ExitReport&)> on_exit;
+  };
+
+  // Spawns the worker. Throws Error(spawn_failed) when the interpreter cannot be started.
+  static std::shared_ptr<Worker> launch(asio::io_context& io, WorkerOptions options, Events events);
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker();
+
+  // Main lane: valid only in state ready. `timeout` zero means none; past it the worker's
+  // group is killed and the handler gets CallTimeout. `what` names the request in errors.
+  void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
+               Handler handler);
+
+  // Side lane (ping, memory): answered even while a call runs. Fails at once unless the
+  // worker is ready or busy.
+  void query(const std::string& op, Handler handler);
+
+  // Asks the worker to exit after the request in flight; kills its group after `grace`.
+  void shutdown(std::chrono::milliseconds grace);
+
+  // Kills the worker's group now; pending handlers get `reason`.
+  void kill(Error reason);
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] unsigned generation() const { return options_.generation; }
+  [[nodiscard]] WorkerState state() const { return state_; }
+  [[nodiscard]] const nlohmann::json& hello() const { return hello_; }
+  [[nodiscard]] Clock::time_point spawned_at() const { return spawned_at_; }
+  [[nodiscard]] std::optional<Clock::time_point> ready_at() const { return ready_at_; }
+  [[nodiscard]] const std::string& env_name() const { return options_.env_name; }
+
+ private:
+  Worker(asio::io_context& io, WorkerOptions options, Events events);
+
+  void start(wire::UniqueFd host_end, wire::UniqueFd child_pidfd, wire::UniqueFd out,
+             wire::UniqueFd err);
+  void read_frames();
+  void handle_frame(wire::Frame frame);
+  void handle_hello(const nlohmann::json& body);
+  void handle_reply(const nlohmann::json& body);
+  void send(const nlohmann::json& body);
+  void flush();
+  void watch_exit();
+  void on_process_exit();
+  // Records why the worker must die (the first reason wins) and kills its group.
+  void condemn(Error reason);
+  [[nodiscard]] std::string identity() const;
+  [[nodiscard]] std::string stderr_tail() const;
+  Error death_error(const proc::ExitStatus& status) const;
+
+  asio::io_context& io_;
+  WorkerOptions options_;
+  Events events_;
+  WorkerState state_ = WorkerState::starting;
+  pid_t pid_ = -1;
+  asio::posix::stream_descriptor socket_;
+  asio::posix::stream_descriptor pidfd_;
+  std::shared_ptr<OutputPipe> stdout_;
+  std::shared_ptr<OutputPipe> stderr_;
+  wire::FrameReader reader_;
+  wire::SendQueue outgoing_;
+  bool waiting_to_write_ = false;
+  bool socket_failed_ = false;
+  asio::steady_timer start_timer_;
+  asio::steady_timer call_timer_;
+  asio::steady_timer stop_timer_;
+  nlohmann::json hello_;
+  Clock::time_point spawned_at_;
+  std::optional<Clock::time_point> ready_at_;
+  std::int64_t next_id_ = 1;
+  // The main-lane request in flight.
+  std::int64_t main_id_ = 0;
+  std::string main_what_;
+  Handler main_handler_;
+  std::map<std::int64_t, Handler> side_handlers_;
+  std::optional<Error> cause_;
+  bool expected_exit_ = false;
+};
+
+}  // namespace isohost::worker

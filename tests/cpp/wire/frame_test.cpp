@@ -1,0 +1,112 @@
+#include "wire/frame.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace isohost::wire {
+namespace {
+
+std::vector<std::uint8_t> header(const char magic[4], std::uint16_t version, std::uint16_t flags,
+                                 std::uint32_t json_length, std::uint32_t buffers) {
+  std::vector<std::uint8_t> out(kHeaderSize);
+  std::memcpy(out.data(), magic, 4);
+  std::memcpy(out.data() + 4, &version, 2);  // the test machine is little-endian
+  std::memcpy(out.data() + 6, &flags, 2);
+  std::memcpy(out.data() + 8, &json_length, 4);
+  std::memcpy(out.data() + 12, &buffers, 4);
+  return out;
+}
+
+TEST(Frame, EncodesTheDocumentedLayout) {
+  const auto bytes = encode_frame({{"op", "ping"}}, 2);
+  ASSERT_EQ(bytes.size(), kHeaderSize + 13);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 4), "ISOH");
+  EXPECT_EQ(bytes[4], 1);
+  EXPECT_EQ(bytes[5], 0);
+  EXPECT_EQ(bytes[8], 13);
+  EXPECT_EQ(bytes[12], 2);
+  EXPECT_EQ(std::string(bytes.begin() + kHeaderSize, bytes.end()), R"({"op":"ping"})");
+}
+
+TEST(Frame, RoundTripsThroughTheReaderInAnySplit) {
+  const nlohmann::json body{{"op", "call"}, {"args", {1, "two", nullptr, {{"x", 3.5}}}}};
+  auto bytes = encode_frame(body);
+  const auto second = encode_frame({{"op", "reply"}, {"id", 7}});
+  bytes.insert(bytes.end(), second.begin(), second.end());
+  for (std::size_t split = 0; split <= bytes.size(); ++split) {
+    FrameReader reader;
+    reader.append({bytes.data(), split});
+    std::vector<nlohmann::json> got;
+    while (auto f = reader.next()) got.push_back(f->body);
+    reader.append({bytes.data() + split, bytes.size() - split});
+    while (auto f = reader.next()) got.push_back(f->body);
+    ASSERT_EQ(got.size(), 2U) << "split at " << split;
+    EXPECT_EQ(got[0], body);
+    EXPECT_EQ(got[1]["id"], 7);
+    EXPECT_EQ(reader.buffered_bytes(), 0U);
+  }
+}
+
+TEST(Frame, RejectsBadHeaders) {
+  struct Case {
+    std::vector<std::uint8_t> bytes;
+    const char* says;
+  };
+  const Case cases[] = {
+      {header("GARB", 1, 0, 2, 0), "bad frame magic 'GARB'"},
+      {header("ISOH", 2, 0, 2, 0), "protocol version 2"},
+      {header("ISOH", 1, 1, 2, 0), "unknown flags"},
+      {header("ISOH", 1, 0, 0, 0), "JSON body of 0 bytes"},
+      {header("ISOH", 1, 0, kMaxJsonLength + 1, 0), "allowed 1 to"},
+      {header("ISOH", 1, 0, 2, kMaxBuffers + 1), "at most 64"},
+  };
+  for (const auto& c : cases) {
+    FrameReader reader;
+    reader.append(c.bytes);
+    try {
+      reader.next();
+      ADD_FAILURE() << "accepted a header that should say: " << c.says;
+    } catch (const WireError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(reader.next(), WireError) << "a failed stream stays failed";
+  }
+}
+
+TEST(Frame, RejectsBodiesThatAreNotJsonObjects) {
+  for (const std::string body : {"[1,2]", "{not json", "\"text\""}) {
+    auto bytes = header("ISOH", 1, 0, static_cast<std::uint32_t>(body.size()), 0);
+    bytes.insert(bytes.end(), body.begin(), body.end());
+    FrameReader reader;
+    reader.append(bytes);
+    EXPECT_THROW(reader.next(), WireError) << body;
+  }
+  EXPECT_THROW(encode_frame(nlohmann::json::array()), WireError);
+}
+
+TEST(Frame, HandsAnnouncedDescriptorsToTheirFrame) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  FrameReader reader;
+  reader.append_fd(UniqueFd(fds[0]));
+  reader.append_fd(UniqueFd(fds[1]));
+  reader.append(encode_frame({{"op", "a"}}, 1));
+  reader.append(encode_frame({{"op", "b"}}, 1));
+  auto a = reader.next();
+  auto b = reader.next();
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->buffers.size(), 1U);
+  EXPECT_EQ(a->buffers[0].get(), fds[0]);
+  EXPECT_EQ(b->buffers[0].get(), fds[1]);
+}
+
+TEST(Frame, MissingDescriptorsAreAProtocolError) {
+  FrameReader reader;
+  reader.append(encode_frame({{"op", "a"}}, 3));
+  EXPECT_THROW(reader.next(), WireError);
+}
+
+}  // namespace
+}  // namespace isohost::wire
