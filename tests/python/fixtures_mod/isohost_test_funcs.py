@@ -192,3 +192,16 @@ def cuda_drop_tensors():
     """Free the tensors but leave their blocks in torch's cache, for a release to return."""
     del _cuda_tensors[:]
     return True
+
+
+def start_grandchild():
+    """Start a long sleep in the worker's process group and return its pid: the host must end
+    it together with the worker."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "300"])
+    _grandchildren.append(child)
+    return child.pid
+
+
+_grandchildren = []

@@ -1,0 +1,201 @@
+// `isohost serve` as a user runs it: a real process, its control socket, and hard kills.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "control/control_client.hpp"
+#include "proc/process_group.hpp"
+#include "proc/spawn.hpp"
+#include "support/test_support.hpp"
+
+namespace isohost {
+namespace {
+
+using namespace std::chrono_literals;
+using isohost::testing::eventually;
+using isohost::testing::process_alive;
+using ::testing::HasSubstr;
+
+// A running `isohost serve` with one fixture environment, killed at the end if still alive.
+class ServedHost {
+ public:
+  // In `dir` when given (to share a socket path between hosts), else in a fresh directory.
+  explicit ServedHost(const std::string& dir = "") {
+    const std::string base = dir.empty() ? dir_.path : dir;
+    config_ = base + "/isohost.toml";
+    socket_ = base + "/control.sock";
+    std::ofstream(config_) << "[host]\nshutdown_grace_seconds = 2\n"
+                           << "[env.a]\npython = \"" << ISOHOST_TEST_PYTHON << "\"\npath = [\""
+                           << ISOHOST_TEST_MODULES_DIR << "\"]\n";
+    child_ = proc::spawn({.program = ISOHOST_BINARY,
+                          .argv = {ISOHOST_BINARY, "--log-level", "warn", "serve", "--config",
+                                   config_, "--socket", socket_},
+                          .env = proc::scrubbed_environment({}),
+                          .fds = {{2, 2}}});
+    EXPECT_TRUE(eventually([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 10s));
+  }
+  ~ServedHost() {
+    if (child_.pidfd) {
+      ::kill(child_.pid, SIGKILL);
+      proc::reap(child_.pidfd.get());
+    }
+  }
+
+  nlohmann::json ask(const nlohmann::json& request) {
+    return control::send_control_request(socket_, request);
+  }
+  pid_t pid() const { return child_.pid; }
+  const std::string& socket() const { return socket_; }
+  proc::ExitStatus reap() {
+    auto status = proc::reap(child_.pidfd.get());
+    child_.pidfd.reset();
+    return status;
+  }
+
+ private:
+  isohost::testing::TempDir dir_;
+  std::string config_;
+  std::string socket_;
+  proc::Child child_;
+};
+
+// Sends one raw line and reads the answer line, for requests the typed client cannot make.
+std::string raw_exchange(const std::string& socket_path, const std::string& line) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "connect failed: " + std::string(std::strerror(errno));
+  }
+  (void)!::write(fd, line.data(), line.size());
+  std::string answer;
+  char c;
+  while (::read(fd, &c, 1) == 1 && c != '\n') answer += c;
+  ::close(fd);
+  return answer;
+}
+
+TEST(Serve, AnswersCallsPsReleaseReapAndShutdown) {
+  ServedHost host;
+  auto reply = host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:add"}, {"args", {2, 5}}});
+  ASSERT_TRUE(reply["ok"]) << reply.dump();
+  EXPECT_EQ(reply["value"], 7);
+  reply = host.ask({{"op", "ps"}});
+  ASSERT_EQ(reply["value"]["workers"].size(), 1U);
+  const auto worker = reply["value"]["workers"][0];
+  EXPECT_EQ(worker["env"], "a");
+  EXPECT_EQ(worker["generation"], 1);
+  EXPECT_EQ(worker["calls"], 1);
+  EXPECT_EQ(worker["state"], "ready");
+  EXPECT_EQ(reply["value"]["host"]["pid"], host.pid());
+  EXPECT_TRUE(host.ask({{"op", "release"}, {"env", "a"}})["value"].contains("rss_after"));
+  EXPECT_EQ(host.ask({{"op", "reap"}, {"env", "a"}})["value"]["reaped"], true);
+  EXPECT_TRUE(eventually([&] { return !process_alive(worker["pid"].get<pid_t>()); }));
+  EXPECT_TRUE(host.ask({{"op", "shutdown"}})["ok"]);
+  EXPECT_TRUE(host.reap().success());
+  EXPECT_NE(::access(host.socket().c_str(), F_OK), 0) << "the socket file is removed";
+}
+
+TEST(Serve, MalformedControlRequestsGetNamedErrorsAndTheHostServesOn) {
+  ServedHost host;
+  const std::pair<std::string, std::string> cases[] = {
+      {"this is not json\n", "BadRequest"},
+      {"[1,2]\n", "BadRequest"},
+      {"{\"op\": \"explode\"}\n", "unknown op 'explode'"},
+      {"{\"op\": \"call\", \"env\": \"a\"}\n", "string field 'target'"},
+      {"{\"op\": \"call\", \"env\": 3, \"target\": \"m:f\"}\n", "string field 'env'"},
+      {"{\"op\": \"call\", \"env\": \"zz\", \"target\": \"m:f\"}\n", "UnknownEnvironment"},
+  };
+  for (const auto& [line, says] : cases) {
+    const auto answer = raw_exchange(host.socket(), line);
+    EXPECT_THAT(answer, HasSubstr("\"ok\":false")) << line;
+    EXPECT_THAT(answer, HasSubstr(says)) << line;
+  }
+  EXPECT_EQ(host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:add"}, {"args", {1, 1}}})["value"], 2);
+}
+
+TEST(Serve, ControlSocketIsPrivateAndRefusesAnotherUid) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another uid";
+  ServedHost host;
+  struct stat st {};
+  ASSERT_EQ(::stat(host.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  // Once through the file mode, once (mode opened up) through the SO_PEERCRED check.
+  for (bool open_mode : {false, true}) {
+    if (open_mode) ::chmod(host.socket().c_str(), 0666);
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(pipe_fds[0]);
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+      const auto answer = raw_exchange(host.socket(), "{\"op\": \"ps\"}\n");
+      (void)!::write(pipe_fds[1], answer.data(), answer.size());
+      ::_exit(0);
+    }
+    ::close(pipe_fds[1]);
+    std::string answer;
+    char buffer[512];
+    ssize_t n;
+    while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) answer.append(buffer, n);
+    ::close(pipe_fds[0]);
+    ::waitpid(child, nullptr, 0);
+    if (open_mode) {
+      EXPECT_THAT(answer, HasSubstr("refused: peer uid 65534"));
+    } else {
+      EXPECT_THAT(answer, HasSubstr("connect failed: Permission denied"));
+    }
+    EXPECT_THAT(answer, ::testing::Not(HasSubstr("workers")));
+  }
+}
+
+TEST(Serve, KillNineOfTheHostTakesABusyWorkerWithinASecond) {
+  ServedHost host;
+  const auto pid = host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:pid"}})["value"].get<pid_t>();
+  std::thread caller([&] {
+    try {
+      host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:busy_loop"}, {"args", {60}}});
+    } catch (const std::exception&) {
+      // The host dies under this call: that is the point.
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return host.ask({{"op", "ps"}})["value"]["workers"][0]["state"] == "busy"; }));
+  ::kill(host.pid(), SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(host.reap(), proc::ExitStatus::killed(SIGKILL));
+  EXPECT_TRUE(eventually([&] { return !process_alive(pid); }, 1s)) << "worker outlived its host";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 1500ms);
+  caller.join();
+}
+
+TEST(Serve, StaleSocketFromADeadHostIsReplacedAndALiveOneRefused) {
+  isohost::testing::TempDir dir;
+  {
+    ServedHost first(dir.path);
+    ::kill(first.pid(), SIGKILL);
+    first.reap();
+    EXPECT_EQ(::access(first.socket().c_str(), F_OK), 0) << "a hard kill leaves the file";
+  }
+  ServedHost second(dir.path);
+  EXPECT_TRUE(second.ask({{"op", "ps"}})["ok"]);
+  auto third = proc::spawn({.program = ISOHOST_BINARY,
+                            .argv = {ISOHOST_BINARY, "serve", "--config", dir.path + "/isohost.toml",
+                                     "--socket", second.socket()},
+                            .env = proc::scrubbed_environment({})});
+  EXPECT_EQ(proc::reap(third.pidfd.get()), proc::ExitStatus::exited(1))
+      << "a second host on a live socket refuses to start";
+  EXPECT_TRUE(second.ask({{"op", "ps"}})["ok"]);
+}
+
+}  // namespace
+}  // namespace isohost

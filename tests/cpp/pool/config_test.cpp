@@ -1,0 +1,85 @@
+#include "pool/config.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "worker/error.hpp"
+
+namespace isohost::pool {
+namespace {
+
+using testing::HasSubstr;
+using namespace std::chrono_literals;
+
+TEST(Config, EverySettingHasADefault) {
+  const auto config = parse_config("", "empty.toml", "/base");
+  EXPECT_EQ(config.host.call_timeout, 600s);
+  EXPECT_EQ(config.host.idle_reap, 1800s);
+  EXPECT_TRUE(config.environments.empty());
+}
+
+TEST(Config, ReadsHostAndEnvironments) {
+  const auto config = parse_config(R"(
+[host]
+call_timeout_seconds = 2.5
+idle_reap_seconds = 0
+[env.vision]
+python = "envs/vision/bin/python"
+path = ["packs/vision", "/abs/dir"]
+cwd = "work"
+env = { CUDA_MODULE_LOADING = "LAZY" }
+call_timeout_seconds = 10
+[env.plain]
+)",
+                                   "t.toml", "/base");
+  EXPECT_EQ(config.host.call_timeout, 2500ms);
+  EXPECT_EQ(config.host.idle_reap, 0ms);
+  const auto& vision = config.environments.at("vision");
+  EXPECT_EQ(vision.python, "/base/envs/vision/bin/python");
+  EXPECT_THAT(vision.path, testing::ElementsAre("/base/packs/vision", "/abs/dir"));
+  EXPECT_EQ(vision.cwd, "/base/work");
+  EXPECT_EQ(vision.env.at("CUDA_MODULE_LOADING"), "LAZY");
+  EXPECT_EQ(vision.call_timeout, 10s);
+  EXPECT_EQ(config.environments.at("plain").python, "python3") << "bare names stay for PATH";
+}
+
+TEST(Config, BadFilesAreNamedErrorsWithAPlace) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"[host\n", "t.toml:1:"},
+      {"[host]\ncall_timeout_second = 3\n", "t.toml:2:1: unknown key 'call_timeout_second' in [host]"},
+      {"[host]\ncall_timeout_seconds = \"soon\"\n", "must be a number of seconds"},
+      {"[host]\nidle_reap_seconds = -1\n", "between 0 and"},
+      {"[env.a]\npython = 3\n", "'python' must be a string"},
+      {"[env.a]\npath = \"/x\"\n", "'path' must be a list"},
+      {"[env.a]\nenv = { A = 1 }\n", "'env.A' must be a string"},
+      {"[env.a]\nsurprise = true\n", "unknown key 'surprise' in [env.a]"},
+      {"env = 3\n", "[env] must hold"},
+      {"color = 3\n", "unknown key 'color' in [top level]"},
+  };
+  for (const auto& c : cases) {
+    try {
+      parse_config(c.text, "t.toml", "/base");
+      ADD_FAILURE() << "accepted: " << c.text;
+    } catch (const worker::Error& e) {
+      EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+      EXPECT_THAT(e.what(), HasSubstr(c.says)) << c.text;
+    }
+  }
+}
+
+TEST(Config, MissingFileIsAConfigError) {
+  try {
+    load_config("/no/such/isohost.toml");
+    ADD_FAILURE();
+  } catch (const worker::Error& e) {
+    EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+    EXPECT_THAT(e.what(), HasSubstr("/no/such/isohost.toml"));
+  }
+}
+
+}  // namespace
+}  // namespace isohost::pool

@@ -1,0 +1,125 @@
+// Bad input of every kind gets a clear, named error while the host keeps serving.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "pool/pool.hpp"
+#include "support/test_support.hpp"
+
+namespace isohost::pool {
+namespace {
+
+using testing::HasSubstr;
+using isohost::testing::fixture_config;
+
+Error call_error(std::future<nlohmann::json> future) {
+  try {
+    future.get();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the call succeeded";
+  return Error(ErrorKind::control_error, "no error");
+}
+
+class PoolBadInput : public ::testing::Test {
+ protected:
+  // After each bad input, the healthy environment still answers.
+  void TearDown() override { EXPECT_EQ(pool_->call("healthy", "isohost_test_funcs:add", {1, 2}).get(), 3); }
+
+  void make_pool(Config config) {
+    config.environments["healthy"] = isohost::testing::fixture_env("healthy");
+    pool_ = std::make_unique<Pool>(std::move(config));
+  }
+  Pool& pool() { return *pool_; }
+
+ private:
+  std::unique_ptr<Pool> pool_;
+};
+
+TEST_F(PoolBadInput, GarbageOnTheProtocolDescriptorIsAProtocolError) {
+  make_pool(fixture_config({"a"}));
+  const auto error = call_error(pool().call("a", "isohost_test_funcs:write_garbage"));
+  EXPECT_EQ(error.kind(), ErrorKind::protocol_error);
+  EXPECT_THAT(error.what(), HasSubstr("bad frame magic"));
+  EXPECT_EQ(pool().call("a", "isohost_test_funcs:add", {2, 2}).get(), 4) << "replaced";
+}
+
+TEST_F(PoolBadInput, MissingInterpreterIsASpawnError) {
+  auto config = fixture_config({"a"});
+  config.environments["a"].python = "/no/such/python3";
+  make_pool(config);
+  const auto error = call_error(pool().call("a", "isohost_test_funcs:add", {1, 2}));
+  EXPECT_EQ(error.kind(), ErrorKind::spawn_failed);
+  EXPECT_THAT(error.what(), HasSubstr("exec /no/such/python3: No such file or directory"));
+}
+
+TEST_F(PoolBadInput, InterpreterNotOnPathIsASpawnError) {
+  auto config = fixture_config({"a"});
+  config.environments["a"].python = "python-that-does-not-exist";
+  make_pool(config);
+  const auto error = call_error(pool().call("a", "isohost_test_funcs:add", {1, 2}));
+  EXPECT_EQ(error.kind(), ErrorKind::spawn_failed);
+  EXPECT_THAT(error.what(), HasSubstr("not found on PATH"));
+}
+
+TEST_F(PoolBadInput, MissingModuleOrFunctionIsTargetNotFound) {
+  make_pool(fixture_config({"a"}));
+  auto error = call_error(pool().call("a", "no_such_module:f"));
+  EXPECT_EQ(error.kind(), ErrorKind::target_not_found);
+  EXPECT_THAT(error.what(), HasSubstr("No module named 'no_such_module'"));
+  error = call_error(pool().call("a", "isohost_test_funcs:no_such_function"));
+  EXPECT_EQ(error.kind(), ErrorKind::target_not_found);
+  EXPECT_THAT(error.what(), HasSubstr("no_such_function"));
+}
+
+TEST_F(PoolBadInput, RaisingFunctionIsAWorkerExceptionWithItsTraceback) {
+  make_pool(fixture_config({"a"}));
+  const pid_t pid = pool().call("a", "isohost_test_funcs:pid").get();
+  const auto error = call_error(pool().call("a", "isohost_test_funcs:raises", {"boom"}));
+  EXPECT_EQ(error.kind(), ErrorKind::worker_exception);
+  EXPECT_THAT(error.what(), HasSubstr("ValueError: boom"));
+  EXPECT_EQ(error.detail()["type"], "ValueError");
+  EXPECT_THAT(error.detail()["traceback"].get<std::string>(), HasSubstr("Traceback"));
+  EXPECT_EQ(pool().call("a", "isohost_test_funcs:pid").get(), pid) << "the worker lives on";
+}
+
+TEST_F(PoolBadInput, MalformedTargetAndArgumentsAreBadRequests) {
+  make_pool(fixture_config({"a"}));
+  EXPECT_EQ(call_error(pool().call("a", "no-colon")).kind(), ErrorKind::bad_request);
+  EXPECT_EQ(call_error(pool().submit(Request{Request::Kind::call, "a",
+                                             {{"target", "m:f"}, {"args", 3}, {"kwargs", {}}}}))
+                .kind(),
+            ErrorKind::bad_request);
+  EXPECT_EQ(call_error(pool().call("nope", "m:f")).kind(), ErrorKind::unknown_environment);
+}
+
+TEST_F(PoolBadInput, UnserialisableResultIsReported) {
+  make_pool(fixture_config({"a"}));
+  const auto error = call_error(pool().call("a", "isohost_test_funcs:not_json"));
+  EXPECT_EQ(error.kind(), ErrorKind::worker_exception);
+  EXPECT_EQ(error.detail()["where"], "result");
+}
+
+TEST_F(PoolBadInput, WorkerThatNeverSaysHelloTimesOut) {
+  isohost::testing::TempDir dir;
+  const std::string silent = dir.path + "/silent-python";
+  {
+    std::ofstream script(silent);
+    script << "#!/bin/sh\nexec sleep 60\n";
+  }
+  ::chmod(silent.c_str(), 0755);
+  auto config = fixture_config({"a"});
+  config.host.start_timeout = std::chrono::milliseconds(500);
+  config.environments["a"].python = silent;  // runs, but never speaks the protocol
+  make_pool(config);
+  const auto error = call_error(pool().call("a", "m:f"));
+  EXPECT_EQ(error.kind(), ErrorKind::start_timeout);
+  EXPECT_THAT(error.what(), HasSubstr("did not say hello within 500 ms"));
+}
+
+}  // namespace
+}  // namespace isohost::pool

@@ -1,0 +1,39 @@
+// No descriptor, process or file left behind after many calls and replacements.
+
+#include <gtest/gtest.h>
+
+#include "pool/pool.hpp"
+#include "proc/orphan_sweep.hpp"
+#include "support/test_support.hpp"
+
+namespace isohost::pool {
+namespace {
+
+using namespace isohost::testing;
+
+TEST(PoolLeaks, ThousandCallsAndTwentyReplacementsLeaveNothingBehind) {
+  const auto tmp_before = directory_entries("/tmp");
+  const auto shm_before = directory_entries("/dev/shm");
+  const int fds_before = open_descriptor_count();
+  {
+    Pool pool(fixture_config({"a", "b"}));
+    int fds_warm = -1;
+    for (int i = 0; i < 1000; ++i) {
+      ASSERT_EQ(pool.call(i % 2 ? "a" : "b", "isohost_test_funcs:add", {i, 1}).get(), i + 1);
+      if (i == 10) fds_warm = open_descriptor_count();
+    }
+    EXPECT_EQ(open_descriptor_count(), fds_warm) << "no growth across calls";
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_THROW(pool.call("a", "isohost_test_funcs:crash_with_code", {1}).get(), Error);
+      ASSERT_EQ(pool.call("a", "isohost_test_funcs:add", {i, 1}).get(), i + 1);
+    }
+    EXPECT_EQ(open_descriptor_count(), fds_warm) << "no growth across replacements";
+  }
+  EXPECT_EQ(open_descriptor_count(), fds_before);
+  EXPECT_TRUE(workers_tagged(proc::host_tag()).empty()) << "no worker left";
+  EXPECT_EQ(directory_entries("/tmp"), tmp_before);
+  EXPECT_EQ(directory_entries("/dev/shm"), shm_before);
+}
+
+}  // namespace
+}  // namespace isohost::pool

@@ -1,0 +1,108 @@
+#include "probe/proc_stat.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "probe/probe_error.hpp"
+
+namespace isohost::probe {
+namespace {
+
+// 52 fields as Linux 6 prints them, with a command name that holds spaces and parentheses.
+std::string stat_line(const std::string& comm, const std::string& start_time) {
+  std::string line = "4242 (" + comm + ") S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 " + start_time;
+  for (int field = 23; field <= 52; ++field) line += " " + std::to_string(field);
+  return line + "\n";
+}
+
+TEST(ParseStartTime, FieldTwentyTwo) { EXPECT_EQ(parse_start_time(stat_line("python3", "830130")), 830130u); }
+
+TEST(ParseStartTime, CommandNameWithSpacesAndParentheses) {
+  EXPECT_EQ(parse_start_time(stat_line("a) b (c", "77")), 77u);
+  EXPECT_EQ(parse_start_time(stat_line(") ) )", "78")), 78u);
+}
+
+TEST(ParseStartTime, MalformedThrows) {
+  for (const std::string& text : {std::string("4242 python3 S 1"), std::string("4242 (x) S 1 2 3"),
+                                  stat_line("x", "notanumber"), std::string()}) {
+    try {
+      parse_start_time(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ProbeError& error) {
+      EXPECT_EQ(error.cause(), ProbeError::Cause::malformed);
+    }
+  }
+}
+
+TEST(ProcessStartTime, OwnProcessAndALaterChild) {
+  const uint64_t own = process_start_time(::getpid());
+  EXPECT_GT(own, 0u);
+  testing::ChildProcess child([](char) { return 'r'; });
+  ASSERT_EQ(child.ask('?'), 'r');
+  EXPECT_GE(process_start_time(child.pid()), own);
+}
+
+TEST(ProcessStartTime, GoneProcess) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  try {
+    process_start_time(pid);
+    FAIL() << "no exception";
+  } catch (const ProbeError& error) {
+    EXPECT_EQ(error.cause(), ProbeError::Cause::process_gone);
+  }
+}
+
+TEST(SplitCmdline, Table) {
+  using Args = std::vector<std::string>;
+  EXPECT_EQ(split_cmdline(std::string_view("python3\0-c\0pass\0", 16)), (Args{"python3", "-c", "pass"}));
+  EXPECT_EQ(split_cmdline(std::string_view("a\0\0b\0", 5)), (Args{"a", "", "b"}));
+  EXPECT_EQ(split_cmdline(""), Args{});
+  EXPECT_EQ(split_cmdline("rewritten title with spaces"), (Args{"rewritten title with spaces"}));
+}
+
+TEST(ProcessCmdline, OwnProcess) {
+  const std::vector<std::string> args = process_cmdline(::getpid());
+  ASSERT_FALSE(args.empty());
+  EXPECT_FALSE(args[0].empty());
+}
+
+// A child that has exec'd a known command line: the close-on-exec pipe reaches EOF exactly when
+// exec succeeded, so the command line read afterwards is the new one.
+TEST(ProcessCmdline, ExecdChild) {
+  int exec_done[2];
+  int stdin_pipe[2];
+  ASSERT_EQ(::pipe2(exec_done, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe(stdin_pipe), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(stdin_pipe[0], 0);
+    ::close(stdin_pipe[0]);
+    ::close(stdin_pipe[1]);
+    ::execl("/bin/sh", "/bin/sh", "-c", "read line", "isohost-probe-test", "an argument with spaces",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(exec_done[1]);
+  ::close(stdin_pipe[0]);
+  char byte;
+  ASSERT_EQ(::read(exec_done[0], &byte, 1), 0);
+  ::close(exec_done[0]);
+
+  EXPECT_EQ(process_cmdline(child), (std::vector<std::string>{"/bin/sh", "-c", "read line", "isohost-probe-test",
+                                                              "an argument with spaces"}));
+  ::close(stdin_pipe[1]);  // sh's read sees EOF and exits
+  int status = 0;
+  ::waitpid(child, &status, 0);
+}
+
+}  // namespace
+}  // namespace isohost::probe

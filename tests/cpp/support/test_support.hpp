@@ -1,0 +1,50 @@
+#pragma once
+
+// What the process-level tests share: a configuration pointing at the fixture module, and the
+// observations that decide "nothing left behind" (descriptors, processes, files).
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pool/config.hpp"
+
+namespace isohost::testing {
+
+// An environment running Debian's python3 with tests/python/fixtures_mod on its path.
+pool::EnvironmentConfig fixture_env(const std::string& name);
+
+// A configuration with the named fixture environments and short timeouts.
+pool::Config fixture_config(const std::vector<std::string>& env_names);
+
+int open_descriptor_count();
+
+bool process_alive(pid_t pid);  // running, not a zombie
+
+// Pids of live processes whose process group is `pgid`.
+std::vector<pid_t> process_group_members(pid_t pgid);
+
+// Live processes whose command line mentions isohost_worker and `tag`.
+std::vector<pid_t> workers_tagged(const std::string& tag);
+
+// Entries of a directory (names), to compare before and after.
+std::set<std::string> directory_entries(const std::string& dir);
+
+// Polls `condition` every 5 ms until it holds or `limit` passes; returns whether it held.
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds limit = std::chrono::seconds(5));
+
+// A fresh, empty temporary directory, removed by the caller's TempDir.
+struct TempDir {
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path;
+};
+
+}  // namespace isohost::testing
