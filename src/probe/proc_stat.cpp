@@ -1,0 +1,64 @@
+#include "probe/proc_stat.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+#include "probe/probe_error.hpp"
+#include "probe/proc_file.hpp"
+
+namespace isohost::probe {
+namespace {
+
+// Field 3 (state) is the first after ") ".
+constexpr int first_field_after_comm = 3;
+constexpr int start_time_field = 22;
+
+[[noreturn]] void throw_malformed(std::string_view source, std::string_view why) {
+  throw ProbeError(ProbeError::Cause::malformed, "malformed " + std::string(source) + ": " + std::string(why));
+}
+
+uint64_t parse_start_time_from(std::string_view stat_text, std::string_view source) {
+  const size_t comm_end = stat_text.rfind(')');
+  if (comm_end == std::string_view::npos) throw_malformed(source, "no ')' after the command name");
+  std::string_view rest = stat_text.substr(comm_end + 1);
+  for (int field = first_field_after_comm;; ++field) {
+    const size_t begin = rest.find_first_not_of(" \n");
+    if (begin == std::string_view::npos) throw_malformed(source, "fewer than 22 fields");
+    rest.remove_prefix(begin);
+    const size_t end = std::min(rest.find_first_of(" \n"), rest.size());
+    if (field == start_time_field) {
+      uint64_t ticks = 0;
+      const auto [parsed_end, error] = std::from_chars(rest.data(), rest.data() + end, ticks);
+      if (error != std::errc{} || parsed_end != rest.data() + end) throw_malformed(source, "field 22 is not a number");
+      return ticks;
+    }
+    rest.remove_prefix(end);
+  }
+}
+
+}  // namespace
+
+uint64_t parse_start_time(std::string_view stat_text) { return parse_start_time_from(stat_text, "/proc/PID/stat"); }
+
+uint64_t process_start_time(pid_t pid) {
+  return parse_start_time_from(read_proc_file(pid, "stat"), proc_path(pid, "stat"));
+}
+
+std::vector<std::string> split_cmdline(std::string_view text) {
+  std::vector<std::string> args;
+  while (!text.empty()) {
+    const size_t end = text.find('\0');
+    if (end == std::string_view::npos) {
+      args.emplace_back(text);
+      break;
+    }
+    args.emplace_back(text.substr(0, end));
+    text.remove_prefix(end + 1);
+  }
+  return args;
+}
+
+std::vector<std::string> process_cmdline(pid_t pid) { return split_cmdline(read_proc_file(pid, "cmdline")); }
+
+}  // namespace isohost::probe

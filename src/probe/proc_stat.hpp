@@ -1,0 +1,34 @@
+#pragma once
+
+// Identity of a process beyond its pid, which the kernel reuses.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace isohost::probe {
+
+// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot
+// (sysconf(_SC_CLK_TCK) per second). (pid, start time) names one process for good, so the
+// host tags its workers with it and its orphan sweep never kills a stranger that inherited a
+// recorded pid. Still readable while the process is a zombie.
+// Throws ProbeError: process_gone, unreadable, or malformed.
+uint64_t process_start_time(pid_t pid);
+
+// Pure: the start time out of /proc/PID/stat text. Fields are counted after the last ')',
+// because the command name in field 2 may itself hold spaces and parentheses.
+// Throws ProbeError (malformed) when there is no ')' or no field 22.
+uint64_t parse_start_time(std::string_view stat_text);
+
+// The argument vector of /proc/PID/cmdline. Empty for a zombie or a kernel thread. A process
+// that rewrote its argv (setproctitle) may give one string holding spaces.
+// Throws ProbeError: process_gone or unreadable.
+std::vector<std::string> process_cmdline(pid_t pid);
+
+// Pure: splits NUL-separated arguments; the trailing NUL ends the last one and adds none.
+std::vector<std::string> split_cmdline(std::string_view text);
+
+}  // namespace isohost::probe
