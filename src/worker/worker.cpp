@@ -344,7 +344,8 @@ void Worker::kill(Error reason) { condemn(std::move(reason)); }
 void Worker::condemn(Error reason) {
   if (state_ == WorkerState::dead) return;
   if (!cause_) cause_ = std::move(reason);
-  if (state_ != WorkerState::busy) state_ = WorkerState::stopping;
+  // A starting or busy worker keeps its state: its death fails the start or the request.
+  if (state_ == WorkerState::ready) state_ = WorkerState::stopping;
   proc::signal_group(pid_, SIGKILL);
 }
 

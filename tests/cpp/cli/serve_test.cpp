@@ -15,13 +15,14 @@
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
 #include "support/test_support.hpp"
+#include "worker/error.hpp"
 
 namespace isohost {
 namespace {
 
 using namespace std::chrono_literals;
-using isohost::testing::eventually;
-using isohost::testing::process_alive;
+using isohost::test_support::eventually;
+using isohost::test_support::process_alive;
 using ::testing::HasSubstr;
 
 // A running `isohost serve` with one fixture environment, killed at the end if still alive.
@@ -40,7 +41,15 @@ class ServedHost {
                                    config_, "--socket", socket_},
                           .env = proc::scrubbed_environment({}),
                           .fds = {{2, 2}}});
-    EXPECT_TRUE(eventually([&] { return ::access(socket_.c_str(), F_OK) == 0; }, 10s));
+    EXPECT_TRUE(eventually(
+        [&] {
+          try {
+            return ask({{"op", "ps"}}).value("ok", false);
+          } catch (const isohost::worker::Error&) {
+            return false;  // not listening yet (or a stale file from an earlier host)
+          }
+        },
+        10s));
   }
   ~ServedHost() {
     if (child_.pidfd) {
@@ -61,7 +70,7 @@ class ServedHost {
   }
 
  private:
-  isohost::testing::TempDir dir_;
+  isohost::test_support::TempDir dir_;
   std::string config_;
   std::string socket_;
   proc::Child child_;
@@ -77,7 +86,7 @@ std::string raw_exchange(const std::string& socket_path, const std::string& line
     ::close(fd);
     return "connect failed: " + std::string(std::strerror(errno));
   }
-  (void)!::write(fd, line.data(), line.size());
+  (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);  // a refusing host may close first
   std::string answer;
   char c;
   while (::read(fd, &c, 1) == 1 && c != '\n') answer += c;
@@ -132,7 +141,10 @@ TEST(Serve, ControlSocketIsPrivateAndRefusesAnotherUid) {
   EXPECT_EQ(st.st_mode & 0777, 0600);
   // Once through the file mode, once (mode opened up) through the SO_PEERCRED check.
   for (bool open_mode : {false, true}) {
-    if (open_mode) ::chmod(host.socket().c_str(), 0666);
+    if (open_mode) {
+      ::chmod(host.socket().c_str(), 0666);
+      ::chmod(host.socket().substr(0, host.socket().rfind('/')).c_str(), 0755);
+    }
     int pipe_fds[2];
     ASSERT_EQ(::pipe(pipe_fds), 0);
     const pid_t child = ::fork();
@@ -179,7 +191,7 @@ TEST(Serve, KillNineOfTheHostTakesABusyWorkerWithinASecond) {
 }
 
 TEST(Serve, StaleSocketFromADeadHostIsReplacedAndALiveOneRefused) {
-  isohost::testing::TempDir dir;
+  isohost::test_support::TempDir dir;
   {
     ServedHost first(dir.path);
     ::kill(first.pid(), SIGKILL);

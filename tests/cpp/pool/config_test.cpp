@@ -8,7 +8,7 @@
 namespace isohost::pool {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 TEST(Config, EverySettingHasADefault) {
@@ -36,7 +36,7 @@ call_timeout_seconds = 10
   EXPECT_EQ(config.host.idle_reap, 0ms);
   const auto& vision = config.environments.at("vision");
   EXPECT_EQ(vision.python, "/base/envs/vision/bin/python");
-  EXPECT_THAT(vision.path, testing::ElementsAre("/base/packs/vision", "/abs/dir"));
+  EXPECT_THAT(vision.path, ::testing::ElementsAre("/base/packs/vision", "/abs/dir"));
   EXPECT_EQ(vision.cwd, "/base/work");
   EXPECT_EQ(vision.env.at("CUDA_MODULE_LOADING"), "LAZY");
   EXPECT_EQ(vision.call_timeout, 10s);
@@ -50,7 +50,7 @@ TEST(Config, BadFilesAreNamedErrorsWithAPlace) {
   };
   const Case cases[] = {
       {"[host\n", "t.toml:1:"},
-      {"[host]\ncall_timeout_second = 3\n", "t.toml:2:1: unknown key 'call_timeout_second' in [host]"},
+      {"[host]\ncall_timeout_second = 3\n", "t.toml:2:23: unknown key 'call_timeout_second' in [host]"},
       {"[host]\ncall_timeout_seconds = \"soon\"\n", "must be a number of seconds"},
       {"[host]\nidle_reap_seconds = -1\n", "between 0 and"},
       {"[env.a]\npython = 3\n", "'python' must be a string"},

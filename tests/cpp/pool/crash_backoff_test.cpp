@@ -20,7 +20,7 @@ TEST(CrashBackoff, FirstFailuresRestartAtOnceThenDelaysDoubleUpToTheBound) {
     EXPECT_EQ(backoff.current_delay(), delay);
     const auto refusal = backoff.refusal(t0 + delay / 2, "env");
     ASSERT_TRUE(refusal);
-    EXPECT_THAT(*refusal, testing::HasSubstr("exited with code 3"));
+    EXPECT_THAT(*refusal, ::testing::HasSubstr("exited with code 3"));
     EXPECT_FALSE(backoff.refusal(t0 + delay, "env"));
   }
   backoff.record_success();

@@ -12,8 +12,8 @@
 namespace isohost::pool {
 namespace {
 
-using testing::HasSubstr;
-using isohost::testing::fixture_config;
+using ::testing::HasSubstr;
+using isohost::test_support::fixture_config;
 
 Error call_error(std::future<nlohmann::json> future) {
   try {
@@ -31,7 +31,7 @@ class PoolBadInput : public ::testing::Test {
   void TearDown() override { EXPECT_EQ(pool_->call("healthy", "isohost_test_funcs:add", {1, 2}).get(), 3); }
 
   void make_pool(Config config) {
-    config.environments["healthy"] = isohost::testing::fixture_env("healthy");
+    config.environments["healthy"] = isohost::test_support::fixture_env("healthy");
     pool_ = std::make_unique<Pool>(std::move(config));
   }
   Pool& pool() { return *pool_; }
@@ -105,7 +105,7 @@ TEST_F(PoolBadInput, UnserialisableResultIsReported) {
 }
 
 TEST_F(PoolBadInput, WorkerThatNeverSaysHelloTimesOut) {
-  isohost::testing::TempDir dir;
+  isohost::test_support::TempDir dir;
   const std::string silent = dir.path + "/silent-python";
   {
     std::ofstream script(silent);

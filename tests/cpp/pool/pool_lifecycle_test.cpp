@@ -13,11 +13,11 @@
 namespace isohost::pool {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-using isohost::testing::eventually;
-using isohost::testing::fixture_config;
-using isohost::testing::process_alive;
+using isohost::test_support::eventually;
+using isohost::test_support::fixture_config;
+using isohost::test_support::process_alive;
 
 // The Error a failed call carries.
 Error call_error(std::future<nlohmann::json> future) {
@@ -108,7 +108,7 @@ TEST(PoolLifecycle, TimeoutKillsTheWholeGroupAndTheNextCallWorks) {
   EXPECT_EQ(error.kind(), ErrorKind::call_timeout);
   EXPECT_THAT(error.what(), HasSubstr("exceeded its timeout of 1 s"));
   EXPECT_FALSE(process_alive(worker));
-  EXPECT_TRUE(eventually([&] { return isohost::testing::process_group_members(worker).empty(); }, 2s))
+  EXPECT_TRUE(eventually([&] { return isohost::test_support::process_group_members(worker).empty(); }, 2s))
       << "the worker's whole process group is gone";
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:add", {1, 1}).get(), 2);
 }

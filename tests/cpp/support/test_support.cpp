@@ -12,7 +12,7 @@
 
 #include "probe/proc_stat.hpp"
 
-namespace isohost::testing {
+namespace isohost::test_support {
 
 pool::EnvironmentConfig fixture_env(const std::string& name) {
   pool::EnvironmentConfig env;
@@ -129,4 +129,4 @@ TempDir::~TempDir() {
   if (!path.empty()) std::filesystem::remove_all(path, ignored);
 }
 
-}  // namespace isohost::testing
+}  // namespace isohost::test_support

@@ -13,7 +13,7 @@
 
 #include "pool/config.hpp"
 
-namespace isohost::testing {
+namespace isohost::test_support {
 
 // An environment running Debian's python3 with tests/python/fixtures_mod on its path.
 pool::EnvironmentConfig fixture_env(const std::string& name);
@@ -47,4 +47,4 @@ struct TempDir {
   std::string path;
 };
 
-}  // namespace isohost::testing
+}  // namespace isohost::test_support
