@@ -33,11 +33,15 @@ int main(int argc, char** argv) {
   add_serve_command(app, commands);
   add_control_commands(app, commands);
   add_bench_command(app, commands);
+  add_footprint_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  // Commands that print a report keep the log to warnings unless asked otherwise.
+  const bool quiet_by_default = app.got_subcommand("footprint") || app.got_subcommand("bench");
+  if (app.get_option("--log-level")->count() == 0 && quiet_by_default) log_level = "warn";
   spdlog::set_level(spdlog::level::from_str(log_level));
   for (auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;

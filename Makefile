@@ -1,0 +1,46 @@
+# The two commands of the README's quick start, and what they need.
+#   make run   installs what is missing, builds, and runs `isohost footprint`
+#   make test  installs what is missing, builds, and runs every test (plain, ASan+UBSan, TSan)
+
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PYTHON ?= /usr/bin/python3
+CMAKE_FLAGS ?=
+
+.PHONY: setup build run test test-plain test-asan test-tsan test-python example clean
+
+setup:
+	@scripts/setup
+
+build: setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/isohost footprint
+
+example: build
+	examples/run.sh $(BUILD)/isohost
+
+test: test-plain test-python test-asan test-tsan
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure --timeout 300
+
+test-python: setup
+	$(PYTHON) -m pytest tests/python -q
+
+# Sanitizer builds run the C++ suite again; the workers are plain Python either way.
+test-asan: setup
+	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DISOHOST_SANITIZE=address >/dev/null
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure --timeout 600
+
+test-tsan: setup
+	cmake -S . -B $(BUILD)-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DISOHOST_SANITIZE=thread >/dev/null
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure --timeout 600
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

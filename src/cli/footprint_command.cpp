@@ -1,0 +1,258 @@
+// `isohost footprint`: the seed's measurement, made by a host from outside a real worker.
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "cli/default_python.hpp"
+#include "cli/footprint_report.hpp"
+#include "pool/memory_sampler.hpp"
+#include "pool/pool.hpp"
+
+namespace isohost::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct FootprintOptions {
+  std::string python;
+  std::string stages = "bare,numpy,torch,cuda,tensor,release";
+  std::string module_loading = "lazy";
+  int workers = 0;
+  bool json = false;
+  std::string svg;
+};
+
+struct StageSpec {
+  const char* key;
+  const char* name;
+};
+
+constexpr StageSpec kStages[] = {
+    {"bare", "bare interpreter"},
+    {"numpy", "after import numpy"},
+    {"torch", "after import torch"},
+    {"cuda", "after the CUDA context"},
+    {"tensor", "holding a 1 GiB tensor"},
+    {"release", "after del and empty_cache()"},
+};
+
+constexpr const char* kEnv = "footprint";
+constexpr const char* kStagesModule = "isohost_worker.stages";
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+pool::Config footprint_config(const std::string& python, const std::string& module_loading,
+                              int workers) {
+  pool::Config config;
+  config.source = "(isohost footprint)";
+  config.host.idle_reap = std::chrono::milliseconds(0);
+  auto add = [&](const std::string& name) {
+    config.environments[name] = pool::EnvironmentConfig{
+        .name = name, .python = python, .env = {{"CUDA_MODULE_LOADING", module_loading}}};
+  };
+  if (workers == 0) add(kEnv);
+  for (int i = 1; i <= workers; ++i) add("w" + std::to_string(i));
+  return config;
+}
+
+// Runs the selected stages in one worker, measuring it from outside after each.
+class StageRunner {
+ public:
+  StageRunner(const std::string& python, const std::string& mode, pool::MemorySampler& sampler)
+      : pool_(footprint_config(python, mode, 0), {.sweep_orphans = false}), sampler_(sampler) {}
+
+  void run(const std::vector<std::string>& selected, FootprintReport& report) {
+    const auto start = Clock::now();
+    pid_ = pool_.call(kEnv, "os:getpid").get().get<int>();
+    const auto status = pool_.status().get().workers.at(0);
+    report.python_version = status.hello.value("python", "");
+    const double startup =
+        std::chrono::duration<double>(status.ready_at.value_or(Clock::now()) - status.spawned_at).count();
+    (void)start;
+    for (const auto& spec : kStages) {
+      const std::string key = spec.key;
+      const bool wanted = std::find(selected.begin(), selected.end(), key) != selected.end();
+      // A later stage needs the earlier ones' state: run them, report only what was asked.
+      const bool needed = wanted || needed_by_later(key, selected);
+      if (!needed) continue;
+      StageFigures figures{.key = key, .name = spec.name};
+      if (key == "bare") {
+        figures.seconds = startup;
+      } else {
+        figures.skipped = step(key, figures.seconds, report);
+      }
+      if (figures.skipped.empty()) measure(figures);
+      if (wanted) report.stages.push_back(std::move(figures));
+    }
+  }
+
+ private:
+  static bool needed_by_later(const std::string& key, const std::vector<std::string>& selected) {
+    const std::vector<std::string> chain{"torch", "cuda", "tensor", "release"};
+    auto pos = std::find(chain.begin(), chain.end(), key);
+    if (pos == chain.end()) return false;
+    for (auto later = pos + 1; later != chain.end(); ++later) {
+      if (std::find(selected.begin(), selected.end(), *later) != selected.end()) return true;
+    }
+    return false;
+  }
+
+  // Takes the worker through one stage; returns why it was skipped, or "".
+  std::string step(const std::string& key, double& seconds, FootprintReport& report) {
+    if ((key == "cuda" || key == "tensor" || key == "release") && !gpu_skip_.empty()) return gpu_skip_;
+    if (key == "cuda") {
+      if (!torch_missing_.empty()) return gpu_skip_ = torch_missing_;
+      if (!sampler_.has_gpu()) return gpu_skip_ = sampler_.gpu_unavailable_reason();
+      const auto status = call("cuda_status", {}, seconds);
+      if (!status.value("available", false)) {
+        return gpu_skip_ = "torch " + status.value("torch", std::string()) + " cannot use CUDA here";
+      }
+    }
+    try {
+      if (key == "numpy" || key == "torch") {
+        const auto answer = call("import_module", {key}, seconds);
+        if (key == "torch") report.torch = answer.value("version", nlohmann::json()).is_string()
+                                               ? answer["version"].get<std::string>()
+                                               : "";
+      } else if (key == "cuda") {
+        call("open_cuda_context", {}, seconds);
+      } else if (key == "tensor") {
+        call("hold_tensor", {std::uint64_t{1} << 30}, seconds);
+      } else if (key == "release") {
+        call("drop_tensors", {}, seconds);
+      }
+    } catch (const worker::Error& e) {
+      const std::string message = e.detail().is_object() ? e.detail().value("message", e.what()) : e.what();
+      if (key == "torch") torch_missing_ = "torch: " + message;
+      return message;
+    }
+    return "";
+  }
+
+  nlohmann::json call(const std::string& function, nlohmann::json args, double& seconds) {
+    const auto start = Clock::now();
+    auto answer = pool_.call(kEnv, std::string(kStagesModule) + ":" + function, std::move(args)).get();
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return answer;
+  }
+
+  void measure(StageFigures& figures) {
+    const auto report = pool_.submit({pool::Request::Kind::query, kEnv, {{"op", "memory"}}}).get();
+    const bool cuda = report.value("cuda_initialized", false);
+    if (report.contains("allocator") && report["allocator"].is_object()) {
+      figures.allocator_reserved = report["allocator"].value("reserved", std::uint64_t{0});
+    }
+    const auto sample = sampler_.sample({{pid_, cuda}}).at(0);
+    if (sample.ram) figures.ram = *sample.ram;
+    figures.vram = sample.vram;
+    figures.vram_method = sample.vram_method;
+  }
+
+  pool::Pool pool_;
+  pool::MemorySampler& sampler_;
+  int pid_ = -1;
+  std::string torch_missing_;
+  std::string gpu_skip_;
+};
+
+// N workers on one interpreter, each importing torch (and opening a context where a GPU is).
+void measure_workers(const std::string& python, const std::string& mode, int count,
+                     pool::MemorySampler& sampler, FootprintReport& report) {
+  pool::Pool pool(footprint_config(python, mode, count), {.sweep_orphans = false});
+  std::vector<std::future<nlohmann::json>> imports;
+  for (int i = 1; i <= count; ++i) {
+    imports.push_back(pool.call("w" + std::to_string(i), std::string(kStagesModule) + ":import_module", {"torch"}));
+  }
+  for (auto& f : imports) f.get();
+  if (sampler.has_gpu()) {
+    for (int i = 1; i <= count; ++i) {
+      pool.call("w" + std::to_string(i), std::string(kStagesModule) + ":open_cuda_context").get();
+    }
+  }
+  std::vector<pool::ProcessQuery> queries;
+  for (const auto& w : pool.status().get().workers) queries.push_back({w.pid, sampler.has_gpu()});
+  for (const auto& m : sampler.sample(queries)) {
+    report.workers.push_back({.pid = m.pid, .ram = m.ram.value_or(probe::MemoryFootprint{}), .vram = m.vram});
+  }
+}
+
+FootprintReport measure(const FootprintOptions& o, const std::string& python, const std::string& mode) {
+  pool::MemorySampler sampler;
+  FootprintReport report;
+  report.python = python;
+  report.module_loading = mode;
+  if (auto device = sampler.device_now()) {
+    report.device = device->name + " (driver " + sampler.driver_version() + ")";
+  } else {
+    report.device = "none: " + sampler.gpu_unavailable_reason();
+  }
+  const auto selected = split_list(o.stages);
+  StageRunner(python, mode, sampler).run(selected, report);
+  if (o.workers > 0) measure_workers(python, mode, o.workers, sampler, report);
+  return report;
+}
+
+int run_footprint(const FootprintOptions& o) {
+  for (const auto& key : split_list(o.stages)) {
+    const bool known = std::any_of(std::begin(kStages), std::end(kStages),
+                                   [&](const StageSpec& s) { return key == s.key; });
+    if (!known) {
+      throw worker::Error(worker::ErrorKind::bad_request,
+                          "unknown stage '" + key + "'; stages are bare, numpy, torch, cuda, tensor, release");
+    }
+  }
+  const std::string python = o.python.empty() ? default_python() : o.python;
+  std::vector<std::string> modes;
+  if (o.module_loading != "eager") modes.emplace_back("LAZY");
+  if (o.module_loading != "lazy") modes.emplace_back("EAGER");
+  std::vector<FootprintReport> reports;
+  for (const auto& mode : modes) reports.push_back(measure(o, python, mode));
+  if (o.json) {
+    if (reports.size() == 1) {
+      std::cout << reports[0].to_json().dump(2) << std::endl;
+    } else {
+      auto all = nlohmann::json::array();
+      for (const auto& r : reports) all.push_back(r.to_json());
+      std::cout << all.dump(2) << std::endl;
+    }
+  } else {
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      if (i > 0) std::cout << "\n";
+      print_table(reports[i]);
+    }
+  }
+  if (!o.svg.empty()) {
+    std::ofstream file(o.svg);
+    file << render_svg(reports);
+    if (!file) throw std::runtime_error("cannot write " + o.svg);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_footprint_command(CLI::App& app, Commands& commands) {
+  auto o = std::make_shared<FootprintOptions>();
+  auto* sub = app.add_subcommand("footprint", "Measure what a Python ML worker holds, stage by stage");
+  sub->add_option("--python", o->python, "interpreter (default: a python3 that has torch)");
+  sub->add_option("--stages", o->stages, "comma-separated: bare,numpy,torch,cuda,tensor,release");
+  sub->add_option("--module-loading", o->module_loading, "CUDA_MODULE_LOADING: lazy, eager or both")
+      ->check(CLI::IsMember({"lazy", "eager", "both"}));
+  sub->add_option("--workers", o->workers, "also start N workers on the interpreter and sum them")
+      ->check(CLI::Range(0, 64));
+  sub->add_flag("--json", o->json, "print JSON (bytes)");
+  sub->add_option("--svg", o->svg, "write a stacked bar chart per stage to FILE");
+  commands.emplace_back(sub, [o] { return run_footprint(*o); });
+}
+
+}  // namespace isohost::cli

@@ -1,0 +1,76 @@
+#pragma once
+
+// Reads what processes hold, RAM from /proc and VRAM from NVML, as a host sees them from
+// outside. Used by `isohost footprint` after each stage and by `isohost ps` for live workers.
+//
+//   MemorySampler sampler;                       // opens NVML once, if there is a driver
+//   auto figures = sampler.sample({{pid, true}});  // worker says CUDA is initialised
+//
+// Thread-compatible: one sampler per thread.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "probe/gpu_types.hpp"
+#include "probe/smaps.hpp"
+
+namespace isohost::probe {
+class Nvml;
+}
+
+namespace isohost::pool {
+
+struct ProcessMemory {
+  pid_t pid = -1;
+  // Empty when the process could not be read (gone, or not ours); `error` says why.
+  std::optional<probe::MemoryFootprint> ram;
+  std::string error;
+  // Bytes on the card; nullopt means unknown (no driver, or no way to attribute), never 0.
+  std::optional<std::uint64_t> vram;
+  // How `vram` was found: "nvml" (NVML's per-process figure), "device_free_drop" (NVML cannot
+  // see our pids, e.g. another pid namespace: the drop of device free memory since the sampler
+  // opened, shared among such workers), "no_context" (the worker has none: 0), or "unknown".
+  std::string vram_method = "unknown";
+};
+
+struct ProcessQuery {
+  pid_t pid = -1;
+  // The worker's own report: it has opened a CUDA context.
+  bool cuda_initialised = false;
+};
+
+class MemorySampler {
+ public:
+  // Opens NVML; without a driver the sampler still reads RAM and reports VRAM as unknown.
+  // `device` is the GPU whose VRAM is attributed (workers are pinned to one device).
+  explicit MemorySampler(unsigned device = 0);
+  ~MemorySampler();
+  MemorySampler(const MemorySampler&) = delete;
+  MemorySampler& operator=(const MemorySampler&) = delete;
+
+  std::vector<ProcessMemory> sample(const std::vector<ProcessQuery>& processes);
+
+  [[nodiscard]] bool has_gpu() const { return gpu_.has_value(); }
+  // Why there is no GPU view ("libnvidia-ml.so.1 not found: ..."), empty when there is one.
+  [[nodiscard]] const std::string& gpu_unavailable_reason() const { return reason_; }
+  // The device as NVML sees it now; nullopt without a GPU.
+  [[nodiscard]] std::optional<probe::GpuDevice> device_now() const;
+  [[nodiscard]] std::string driver_version() const;
+
+ private:
+  std::unique_ptr<probe::Nvml> nvml_;
+  unsigned device_;
+  std::optional<probe::GpuDevice> gpu_;
+  // Device used memory when the sampler opened: the baseline for device_free_drop.
+  std::uint64_t baseline_used_ = 0;
+  std::string reason_;
+};
+
+}  // namespace isohost::pool
