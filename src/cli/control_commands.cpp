@@ -30,14 +30,36 @@ std::string cell(const nlohmann::json& v) {
   return v.dump();
 }
 
+std::string mb(const nlohmann::json& bytes) {
+  return bytes.is_number() ? fmt::format("{:.0f}M", bytes.get<double>() / 1e6) : "-";
+}
+
+std::string mib(const nlohmann::json& bytes) {
+  return bytes.is_number() ? fmt::format("{:.0f}Mi", bytes.get<double>() / 1048576.0) : "?";
+}
+
+// RAM in MB, VRAM in MiB ("?" where it cannot be known), as the seed writes them.
 void print_ps_table(const nlohmann::json& ps) {
-  std::cout << fmt::format("host pid {}\n", cell(ps["host"]["pid"]));
-  std::cout << fmt::format("{:<16} {:>8} {:>4} {:<9} {:>9} {:>7}\n", "ENV", "PID", "GEN", "STATE",
-                           "IDLE(s)", "CALLS");
+  const auto& host = ps["host"];
+  std::cout << fmt::format("host pid {}: PSS {}, private {}, VRAM {} (the host holds no CUDA context)\n",
+                           cell(host["pid"]), mb(host.value("pss", nlohmann::json())),
+                           mb(host.value("private", nlohmann::json())), mib(host.value("vram", nlohmann::json())));
+  for (const auto& d : ps.value("devices", nlohmann::json::array())) {
+    std::cout << fmt::format("GPU {} {}: total {}, used {}, free {}, by these workers {}\n", cell(d["index"]),
+                             cell(d["name"]), mib(d["total"]), mib(d["used"]), mib(d["free"]),
+                             mib(d["workers_vram"]));
+  }
+  if (ps.contains("gpu")) std::cout << "GPU: " << cell(ps["gpu"]) << "\n";
+  std::cout << fmt::format("{:<14} {:>8} {:>4} {:<8} {:>8} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}\n", "ENV",
+                           "PID", "GEN", "STATE", "IDLE(s)", "CALLS", "PSS", "PRIVATE", "VRAM", "FIXED-RAM",
+                           "FIXED-VRAM", "RECLAIM");
   for (const auto& w : ps["workers"]) {
-    std::cout << fmt::format("{:<16} {:>8} {:>4} {:<9} {:>9.1f} {:>7}\n", cell(w["env"]),
-                             cell(w["pid"]), cell(w["generation"]), cell(w["state"]),
-                             w.value("idle_seconds", 0.0), cell(w["calls"]));
+    auto field = [&](const char* key) { return w.value(key, nlohmann::json()); };
+    std::cout << fmt::format("{:<14} {:>8} {:>4} {:<8} {:>8.1f} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+                             cell(w["env"]), cell(w["pid"]), cell(w["generation"]), cell(w["state"]),
+                             w.value("idle_seconds", 0.0), cell(w["calls"]), mb(field("pss")),
+                             mb(field("private")), mib(field("vram")), mb(field("fixed_ram")),
+                             mib(field("fixed_vram")), mib(field("reclaimable_vram")));
   }
   if (ps["workers"].empty()) std::cout << "(no workers running)\n";
 }

@@ -44,7 +44,8 @@ void handle_request(pool::Pool& pool, const std::string& line,
     }
     const auto op = required_string(request, "op");
     if (op == "ps") {
-      reply(success(pool.status_on_loop().to_json()));
+      pool.status_with_memory_on_loop(
+          [reply](const pool::PoolStatus& status) { reply(success(status.to_json())); });
     } else if (op == "shutdown") {
       reply(success({{"shutting_down", true}}));
       // After the answer is queued, so the client hears it before the socket goes.

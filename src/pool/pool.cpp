@@ -5,6 +5,7 @@
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "probe/probe_error.hpp"
 #include "proc/orphan_sweep.hpp"
 #include "worker/runtime_location.hpp"
 
@@ -19,19 +20,76 @@ Request Request::call(std::string env, std::string target, nlohmann::json args,
                  {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
 }
 
+namespace {
+
+nlohmann::json optional_json(const std::optional<std::uint64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+// RSS, PSS, private, VRAM of one process; nulls where unknown, never a guessed 0.
+void add_memory(nlohmann::json& out, const std::optional<ProcessMemory>& memory) {
+  if (!memory) return;
+  if (memory->ram) {
+    out["rss"] = memory->ram->rss;
+    out["pss"] = memory->ram->pss;
+    out["private"] = memory->ram->private_bytes();
+    out["private_anon"] = memory->ram->pss_anon;
+    out["swap"] = memory->ram->swap;
+  } else {
+    out["memory_error"] = memory->error;
+  }
+  out["vram"] = optional_json(memory->vram);
+  out["vram_method"] = memory->vram_method;
+}
+
+}  // namespace
+
 nlohmann::json PoolStatus::to_json() const {
   auto workers_json = nlohmann::json::array();
   for (const auto& w : workers) {
-    workers_json.push_back({{"env", w.env},
-                            {"pid", w.pid},
-                            {"generation", w.generation},
-                            {"state", w.state},
-                            {"idle_seconds", w.idle_seconds},
-                            {"calls", w.calls},
-                            {"python", w.hello.value("python", nlohmann::json())},
-                            {"torch", w.hello.value("torch", nlohmann::json())}});
+    nlohmann::json entry{{"env", w.env},
+                         {"pid", w.pid},
+                         {"generation", w.generation},
+                         {"state", w.state},
+                         {"idle_seconds", w.idle_seconds},
+                         {"calls", w.calls},
+                         {"python", w.hello.value("python", nlohmann::json())},
+                         {"torch", w.hello.value("torch", nlohmann::json())}};
+    add_memory(entry, w.memory);
+    if (w.memory) {
+      // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
+      // Reclaimable: the allocator's cache, which release gives back.
+      const auto allocator = w.report.value("allocator", nlohmann::json());
+      const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
+      const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
+      entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
+      entry["fixed_vram"] = w.memory->vram ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
+                                           : nlohmann::json();
+      entry["fixed_ram"] = optional_json(w.pss_at_ready);
+      entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
+      entry["cuda_initialized"] = w.report.value("cuda_initialized", false);
+    }
+    workers_json.push_back(std::move(entry));
   }
-  return {{"host", {{"pid", host_pid}}}, {"workers", std::move(workers_json)}};
+  nlohmann::json host{{"pid", host_pid}};
+  add_memory(host, host_memory);
+  nlohmann::json out{{"host", std::move(host)}, {"workers", std::move(workers_json)}};
+  if (host_memory) {
+    if (device) {
+      std::uint64_t workers_vram = 0;
+      for (const auto& w : workers) workers_vram += (w.memory && w.memory->vram) ? *w.memory->vram : 0;
+      out["devices"] = nlohmann::json::array({{{"index", device->index},
+                                               {"name", device->name},
+                                               {"total", device->total},
+                                               {"free", device->free},
+                                               {"used", device->used},
+                                               {"workers_vram", workers_vram}}});
+    } else {
+      out["devices"] = nlohmann::json::array();
+      out["gpu"] = gpu_unavailable_reason;
+    }
+  }
+  return out;
 }
 
 Pool::Pool(Config config, PoolOptions options)
@@ -110,13 +168,52 @@ PoolStatus Pool::status_on_loop() const {
                     .calls = slot.calls,
                     .spawned_at = w.spawned_at(),
                     .ready_at = w.ready_at(),
-                    .hello = w.hello()};
+                    .hello = w.hello(),
+                    .pss_at_ready = slot.pss_at_ready};
     if (w.state() == WorkerState::ready) {
       ws.idle_seconds = std::chrono::duration<double>(now - slot.idle_since).count();
     }
     status.workers.push_back(std::move(ws));
   }
   return status;
+}
+
+std::future<PoolStatus> Pool::status_with_memory() {
+  auto promise = std::make_shared<std::promise<PoolStatus>>();
+  auto future = promise->get_future();
+  asio::post(io_, [this, promise] {
+    status_with_memory_on_loop([promise](PoolStatus status) { promise->set_value(std::move(status)); });
+  });
+  return future;
+}
+
+void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
+  auto status = std::make_shared<PoolStatus>(status_on_loop());
+  auto remaining = std::make_shared<std::size_t>(status->workers.size() + 1);
+  auto finish = [this, status, remaining, done = std::move(done)]() {
+    if (--*remaining > 0) return;
+    if (!sampler_) sampler_ = std::make_unique<MemorySampler>();
+    std::vector<ProcessQuery> queries{{::getpid(), false}};
+    for (const auto& w : status->workers) queries.push_back({w.pid, w.report.value("cuda_initialized", false)});
+    auto figures = sampler_->sample(queries);
+    status->host_memory = figures[0];
+    for (std::size_t i = 0; i < status->workers.size(); ++i) status->workers[i].memory = figures[i + 1];
+    status->device = sampler_->device_now();
+    status->gpu_unavailable_reason = sampler_->gpu_unavailable_reason();
+    done(std::move(*status));
+  };
+  for (std::size_t i = 0; i < status->workers.size(); ++i) {
+    auto it = slots_.find(status->workers[i].env);
+    if (it == slots_.end() || !it->second.worker) {
+      finish();
+      continue;
+    }
+    it->second.worker->query("memory", [status, i, finish](Outcome outcome) {
+      if (outcome.ok()) status->workers[i].report = outcome.value();
+      finish();
+    });
+  }
+  finish();
 }
 
 void Pool::submit_on_loop(Request request, Handler handler) {
@@ -254,6 +351,11 @@ void Pool::start_worker(Slot& slot) {
               fail_queue(slot, *error);
             } else {
               slot.idle_since = Clock::now();
+              try {
+                slot.pss_at_ready = probe::read_footprint(slot.worker->pid()).pss;
+              } catch (const probe::ProbeError&) {
+                slot.pss_at_ready.reset();
+              }
               pump(slot);
             }
           },

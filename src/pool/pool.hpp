@@ -32,6 +32,7 @@
 
 #include "pool/config.hpp"
 #include "pool/crash_backoff.hpp"
+#include "pool/memory_sampler.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -58,11 +59,20 @@ struct WorkerStatus {
   worker::Worker::Clock::time_point spawned_at;
   std::optional<worker::Worker::Clock::time_point> ready_at;
   nlohmann::json hello;
+  // Filled by status_with_memory: measured from outside, and the worker's own report.
+  std::optional<ProcessMemory> memory;
+  nlohmann::json report;
+  // PSS when the worker said hello: the interpreter and its imports, its fixed RAM cost.
+  std::optional<std::uint64_t> pss_at_ready;
 };
 
 struct PoolStatus {
   pid_t host_pid = -1;
   std::vector<WorkerStatus> workers;
+  // With memory: the host process itself (it holds no CUDA context) and the device.
+  std::optional<ProcessMemory> host_memory;
+  std::optional<probe::GpuDevice> device;
+  std::string gpu_unavailable_reason;
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -113,6 +123,10 @@ class Pool {
   // Loop thread only.
   void submit_on_loop(Request request, Handler handler);
   [[nodiscard]] PoolStatus status_on_loop() const;
+  // The status with every worker's memory: asks each live worker for its report on the side
+  // lane (answered even mid-call), then measures RAM and VRAM from outside.
+  void status_with_memory_on_loop(std::function<void(PoolStatus)> done);
+  std::future<PoolStatus> status_with_memory();
   // Runs on the loop when shutdown completes (the control server closes its socket here).
   void on_stopped(std::function<void()> hook);
 
@@ -133,6 +147,7 @@ class Pool {
     std::uint64_t calls = 0;
     Clock::time_point idle_since = Clock::now();
     std::unique_ptr<asio::steady_timer> idle_timer;
+    std::optional<std::uint64_t> pss_at_ready;
   };
 
   void pump(Slot& slot);
@@ -157,6 +172,8 @@ class Pool {
   bool shutting_down_ = false;
   bool stopped_ = false;
   std::vector<std::function<void()>> stopped_hooks_;
+  // Opened on first use, on the loop thread.
+  std::unique_ptr<MemorySampler> sampler_;
   std::thread thread_;
 };
 
