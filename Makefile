@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: setup build run test test-plain test-asan test-tsan test-python example clean
+.PHONY: setup build run test test-plain test-asan test-tsan test-python clean
 
 setup:
 	@scripts/setup
@@ -18,9 +18,6 @@ build: setup
 
 run: build
 	$(BUILD)/isohost footprint
-
-example: build
-	examples/run.sh $(BUILD)/isohost
 
 test: test-plain test-python test-asan test-tsan
 

@@ -43,7 +43,7 @@ Figure cold_start(const std::string& name, const BenchOptions& options, const st
     if (module.empty()) {
       pool.call("bench", "os:getpid").get();
     } else {
-      pool.call("bench", "importlib:import_module", {module}).get();
+      pool.call("bench", "isohost_worker.stages:import_module", {module}).get();
     }
     samples.push_back(millis_since(start));
   }

@@ -72,13 +72,11 @@ class StageRunner {
       : pool_(footprint_config(python, mode, 0), {.sweep_orphans = false}), sampler_(sampler) {}
 
   void run(const std::vector<std::string>& selected, FootprintReport& report) {
-    const auto start = Clock::now();
     pid_ = pool_.call(kEnv, "os:getpid").get().get<int>();
     const auto status = pool_.status().get().workers.at(0);
     report.python_version = status.hello.value("python", "");
     const double startup =
         std::chrono::duration<double>(status.ready_at.value_or(Clock::now()) - status.spawned_at).count();
-    (void)start;
     for (const auto& spec : kStages) {
       const std::string key = spec.key;
       const bool wanted = std::find(selected.begin(), selected.end(), key) != selected.end();
@@ -140,6 +138,7 @@ class StageRunner {
   }
 
   nlohmann::json call(const std::string& function, nlohmann::json args, double& seconds) {
+    if (args.is_null()) args = nlohmann::json::array();
     const auto start = Clock::now();
     auto answer = pool_.call(kEnv, std::string(kStagesModule) + ":" + function, std::move(args)).get();
     seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -30,6 +30,10 @@ void clear_stale_socket(const std::string& path) {
   asio::error_code ec;
   probe.connect(stream_protocol::endpoint(path), ec);
   if (!ec) throw Error(ErrorKind::control_error, "another host is already serving on '" + path + "'");
+  // Only a refused connection proves the file stale; anything else (EACCES) is not ours to touch.
+  if (ec != asio::error::connection_refused) {
+    throw Error(ErrorKind::control_error, "cannot check '" + path + "': " + ec.message());
+  }
   ::unlink(path.c_str());
 }
 

@@ -188,32 +188,51 @@ std::future<PoolStatus> Pool::status_with_memory() {
 }
 
 void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
-  auto status = std::make_shared<PoolStatus>(status_on_loop());
-  auto remaining = std::make_shared<std::size_t>(status->workers.size() + 1);
-  auto finish = [this, status, remaining, done = std::move(done)]() {
-    if (--*remaining > 0) return;
-    if (!sampler_) sampler_ = std::make_unique<MemorySampler>();
-    std::vector<ProcessQuery> queries{{::getpid(), false}};
-    for (const auto& w : status->workers) queries.push_back({w.pid, w.report.value("cuda_initialized", false)});
-    auto figures = sampler_->sample(queries);
-    status->host_memory = figures[0];
-    for (std::size_t i = 0; i < status->workers.size(); ++i) status->workers[i].memory = figures[i + 1];
-    status->device = sampler_->device_now();
-    status->gpu_unavailable_reason = sampler_->gpu_unavailable_reason();
-    done(std::move(*status));
+  // A worker whose call holds the GIL in C code cannot answer on its side lane; ps does not
+  // wait for it past this bound and shows it without its report.
+  constexpr auto kReportWait = std::chrono::seconds(2);
+  struct Gather {
+    PoolStatus status;
+    std::size_t remaining = 0;
+    bool finished = false;
+    std::function<void(PoolStatus)> done;
+    std::unique_ptr<asio::steady_timer> timer;
   };
-  for (std::size_t i = 0; i < status->workers.size(); ++i) {
-    auto it = slots_.find(status->workers[i].env);
+  auto gather = std::make_shared<Gather>();
+  gather->status = status_on_loop();
+  gather->remaining = gather->status.workers.size() + 1;
+  gather->done = std::move(done);
+  gather->timer = std::make_unique<asio::steady_timer>(io_, kReportWait);
+  auto finish = [this, gather](bool now) {
+    if (gather->finished || (!now && --gather->remaining > 0)) return;
+    gather->finished = true;
+    gather->timer->cancel();
+    if (!sampler_) sampler_ = std::make_unique<MemorySampler>();
+    auto& status = gather->status;
+    std::vector<ProcessQuery> queries{{::getpid(), false}};
+    for (const auto& w : status.workers) queries.push_back({w.pid, w.report.value("cuda_initialized", false)});
+    auto figures = sampler_->sample(queries);
+    status.host_memory = figures[0];
+    for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
+    status.device = sampler_->device_now();
+    status.gpu_unavailable_reason = sampler_->gpu_unavailable_reason();
+    gather->done(std::move(status));
+  };
+  gather->timer->async_wait([finish](const asio::error_code& ec) {
+    if (!ec) finish(true);
+  });
+  for (std::size_t i = 0; i < gather->status.workers.size(); ++i) {
+    auto it = slots_.find(gather->status.workers[i].env);
     if (it == slots_.end() || !it->second.worker) {
-      finish();
+      finish(false);
       continue;
     }
-    it->second.worker->query("memory", [status, i, finish](Outcome outcome) {
-      if (outcome.ok()) status->workers[i].report = outcome.value();
-      finish();
+    it->second.worker->query("memory", [gather, i, finish](Outcome outcome) {
+      if (outcome.ok() && !gather->finished) gather->status.workers[i].report = outcome.value();
+      finish(false);
     });
   }
-  finish();
+  finish(false);
 }
 
 void Pool::submit_on_loop(Request request, Handler handler) {
@@ -318,12 +337,12 @@ void Pool::dispatch(Slot& slot, Pending pending) {
   }
   auto w = slot.worker;
   w->request(std::move(message), timeout, what,
-             [this, &slot, w, handler = std::move(pending.handler)](Outcome outcome) {
+             [this, &slot, w, kind = request.kind, handler = std::move(pending.handler)](Outcome outcome) {
                // A worker that answered, even with the function's exception, is healthy.
                if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
                  slot.backoff.record_success();
                  if (slot.worker == w) {
-                   ++slot.calls;
+                   slot.calls += kind == Request::Kind::call ? 1 : 0;
                    slot.idle_since = Clock::now();
                  }
                }

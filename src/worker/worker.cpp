@@ -91,6 +91,8 @@ std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions optio
   wire::UniqueFd worker_end(pair[1]);
   auto [out_read, out_write] = make_pipe();
   auto [err_read, err_write] = make_pipe();
+  // A worker reads nothing from stdin; /dev/null keeps fd 0 from being reused by its first open.
+  wire::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 
   std::shared_ptr<Worker> self(new Worker(io, std::move(options), std::move(events)));
   const auto& o = self->options_;
@@ -99,7 +101,10 @@ std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions optio
       .argv = worker_argv(o),
       .env = proc::scrubbed_environment(o.env),
       .cwd = o.cwd,
-      .fds = {{worker_end.get(), kWorkerSocketFd}, {out_write.get(), 1}, {err_write.get(), 2}},
+      .fds = {{dev_null.get(), 0},
+              {worker_end.get(), kWorkerSocketFd},
+              {out_write.get(), 1},
+              {err_write.get(), 2}},
   };
   proc::Child child;
   try {
@@ -170,7 +175,9 @@ void Worker::read_frames() {
             const auto status = wire::receive_some(self->socket_.native_handle(), self->reader_);
             if (status == wire::ReceiveStatus::would_block) break;
             if (status == wire::ReceiveStatus::end_of_file) {
-              // The process is ending; its pidfd says how. One that lingers is killed.
+              // The process is ending; its pidfd says how. One that lingers is killed (a worker
+              // asked to shut down keeps its grace timer).
+              if (self->expected_exit_) return;
               self->stop_timer_.expires_after(self->options_.eof_grace);
               self->stop_timer_.async_wait([self](const asio::error_code& e) {
                 if (e || self->state_ == WorkerState::dead) return;
@@ -189,8 +196,8 @@ void Worker::read_frames() {
                                                              " broke the protocol: " + e.what()));
           return;
         } catch (const std::system_error& e) {
-          // A socket error means the worker is going; its exit status will say more.
-          spdlog::debug("{}: {}", self->identity(), e.what());
+          self->condemn(Error(ErrorKind::protocol_error,
+                              self->identity() + " protocol socket failed: " + e.what()));
           return;
         }
         self->read_frames();
@@ -239,7 +246,7 @@ void Worker::handle_reply(const nlohmann::json& body) {
     main_id_ = 0;
     what = main_what_;
     call_timer_.cancel();
-    if (state_ == WorkerState::busy) state_ = WorkerState::ready;
+    if (state_ == WorkerState::busy) state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
   } else if (auto it = side_handlers_.find(id); it != side_handlers_.end()) {
     handler = std::move(it->second);
     side_handlers_.erase(it);
@@ -262,7 +269,7 @@ void Worker::handle_reply(const nlohmann::json& body) {
 void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
                      Handler handler) {
   if (state_ != WorkerState::ready) {
-    handler(Outcome::failure(Error(ErrorKind::shutting_down,
+    handler(Outcome::failure(Error(ErrorKind::bad_request,
                                    identity() + " cannot take a request while " +
                                        worker_state_name(state_))));
     return;
@@ -288,7 +295,7 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
 
 void Worker::query(const std::string& op, Handler handler) {
   if (state_ != WorkerState::ready && state_ != WorkerState::busy) {
-    handler(Outcome::failure(Error(ErrorKind::shutting_down,
+    handler(Outcome::failure(Error(ErrorKind::bad_request,
                                    identity() + " cannot answer '" + op + "' while " +
                                        worker_state_name(state_))));
     return;

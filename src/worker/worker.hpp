@@ -52,7 +52,7 @@ struct WorkerOptions {
   // proc::host_tag() of the host, for the orphan sweep.
   std::string host_tag;
   unsigned generation = 1;
-  std::chrono::milliseconds start_timeout{30000};
+  std::chrono::milliseconds start_timeout{60000};
   // How long a worker that closed its socket may take to exit before it is killed.
   std::chrono::milliseconds eof_grace{1000};
 };
