@@ -18,5 +18,7 @@ struct BenchOptions {
 std::vector<Figure> bench_rtt(const BenchOptions& options);
 // start.fork (the limit), start.bare and start.torch.
 std::vector<Figure> bench_start(const BenchOptions& options);
+// probe.16_processes (bare workers) and probe.16_processes_torch (each has imported torch).
+std::vector<Figure> bench_probe(const BenchOptions& options);
 
 }  // namespace isohost::bench
