@@ -107,6 +107,15 @@ TEST(Serve, AnswersCallsPsReleaseReapAndShutdown) {
   EXPECT_EQ(worker["calls"], 1);
   EXPECT_EQ(worker["state"], "ready");
   EXPECT_EQ(reply["value"]["host"]["pid"], host.pid());
+  // Memory seen from outside: the worker's PSS above its private part, the host's own too;
+  // no GPU here, so VRAM is unknown (null), never 0.
+  EXPECT_GT(worker["pss"].get<double>(), 1e6);
+  EXPECT_GT(worker["private"].get<double>(), 0);
+  EXPECT_GE(worker["rss"].get<double>(), worker["pss"].get<double>());
+  EXPECT_GT(worker["fixed_ram"].get<double>(), 1e6);
+  EXPECT_TRUE(worker["vram"].is_null());
+  EXPECT_GT(reply["value"]["host"]["pss"].get<double>(), 0);
+  EXPECT_TRUE(reply["value"]["host"]["vram"].is_null());
   EXPECT_TRUE(host.ask({{"op", "release"}, {"env", "a"}})["value"].contains("rss_after"));
   EXPECT_EQ(host.ask({{"op", "reap"}, {"env", "a"}})["value"]["reaped"], true);
   EXPECT_TRUE(eventually([&] { return !process_alive(worker["pid"].get<pid_t>()); }));
