@@ -13,17 +13,8 @@ namespace isohost::pool {
 namespace {
 
 using ::testing::HasSubstr;
+using isohost::test_support::call_error;
 using isohost::test_support::fixture_config;
-
-Error call_error(std::future<nlohmann::json> future) {
-  try {
-    future.get();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "the call succeeded";
-  return Error(ErrorKind::control_error, "no error");
-}
 
 class PoolBadInput : public ::testing::Test {
  protected:

@@ -16,19 +16,9 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 using isohost::test_support::eventually;
+using isohost::test_support::call_error;
 using isohost::test_support::fixture_config;
 using isohost::test_support::process_alive;
-
-// The Error a failed call carries.
-Error call_error(std::future<nlohmann::json> future) {
-  try {
-    future.get();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "the call succeeded";
-  return Error(ErrorKind::control_error, "no error");
-}
 
 WorkerStatus only_worker(Pool& pool, const std::string& env) {
   for (auto& w : pool.status().get().workers) {

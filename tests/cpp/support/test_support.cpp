@@ -1,6 +1,7 @@
 #include "support/test_support.hpp"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -30,6 +31,16 @@ pool::Config fixture_config(const std::vector<std::string>& env_names) {
   config.host.shutdown_grace = std::chrono::seconds(2);
   for (const auto& name : env_names) config.environments[name] = fixture_env(name);
   return config;
+}
+
+worker::Error call_error(std::future<nlohmann::json> future) {
+  try {
+    future.get();
+  } catch (const worker::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "the call succeeded";
+  return worker::Error(worker::ErrorKind::control_error, "no error");
 }
 
 int open_descriptor_count() {

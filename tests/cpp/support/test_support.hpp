@@ -11,7 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <future>
+
+#include <nlohmann/json.hpp>
+
 #include "pool/config.hpp"
+#include "worker/error.hpp"
 
 namespace isohost::test_support {
 
@@ -20,6 +25,9 @@ pool::EnvironmentConfig fixture_env(const std::string& name);
 
 // A configuration with the named fixture environments and short timeouts.
 pool::Config fixture_config(const std::vector<std::string>& env_names);
+
+// The Error a failed call carries; a call that succeeds fails the test.
+worker::Error call_error(std::future<nlohmann::json> future);
 
 int open_descriptor_count();
 
