@@ -4,7 +4,7 @@
 // prints, what the control socket sends and what the Python API raises.
 
 #include <optional>
-#include <stdexcept>
+#include <exception>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,10 +31,14 @@ enum class ErrorKind {
 const char* error_kind_name(ErrorKind kind);
 std::optional<ErrorKind> error_kind_from_name(const std::string& name);
 
-class Error : public std::runtime_error {
+// Copies are deep (no reference-counted message as in std::runtime_error), so an Error handed
+// from the loop thread to a caller's future shares nothing with the loop's own copy.
+class Error : public std::exception {
  public:
-  Error(ErrorKind kind, const std::string& message, nlohmann::json detail = nullptr)
-      : std::runtime_error(message), kind_(kind), detail_(std::move(detail)) {}
+  Error(ErrorKind kind, std::string message, nlohmann::json detail = nullptr)
+      : message_(std::move(message)), kind_(kind), detail_(std::move(detail)) {}
+
+  [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
 
   [[nodiscard]] ErrorKind kind() const { return kind_; }
   [[nodiscard]] const char* kind_name() const { return error_kind_name(kind_); }
@@ -45,6 +49,7 @@ class Error : public std::runtime_error {
   static Error from_json(const nlohmann::json& error);
 
  private:
+  std::string message_;
   ErrorKind kind_;
   nlohmann::json detail_;
 };
