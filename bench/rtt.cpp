@@ -1,4 +1,5 @@
 #include "benchmarks.hpp"
+#include "elapsed.hpp"
 
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -11,12 +12,6 @@
 
 namespace isohost::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double micros_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
 
 // The floor for any host-worker exchange: a 64-byte message to another process over a
 // socketpair and back, with a blocking reader on each side.
@@ -43,7 +38,7 @@ Figure raw_socketpair_round_trip(int rounds) {
         ::read(pair[0], message, sizeof message) != sizeof message) {
       break;
     }
-    samples.push_back(micros_since(start));
+    samples.push_back(elapsed<std::micro>(start));
   }
   ::close(pair[0]);
   ::waitpid(child, nullptr, 0);
@@ -65,7 +60,7 @@ std::vector<Figure> bench_rtt(const BenchOptions& options) {
   for (int i = 0; i < options.rounds; ++i) {
     const auto start = Clock::now();
     pool.call("bench", "operator:add", args).get();
-    samples.push_back(micros_since(start));
+    samples.push_back(elapsed<std::micro>(start));
   }
   auto call = summarize("rtt.call", "us", samples);
   call.limit = raw.median;

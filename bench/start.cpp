@@ -1,4 +1,5 @@
 #include "benchmarks.hpp"
+#include "elapsed.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,12 +12,6 @@
 namespace isohost::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double millis_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 // The floor under any process start: fork, exit, wait.
 Figure fork_exit_wait(int rounds) {
   std::vector<double> samples;
@@ -25,7 +20,7 @@ Figure fork_exit_wait(int rounds) {
     const pid_t pid = ::fork();
     if (pid == 0) ::_exit(0);
     ::waitpid(pid, nullptr, 0);
-    samples.push_back(millis_since(start));
+    samples.push_back(elapsed<std::milli>(start));
   }
   return summarize("start.fork", "ms", samples);
 }
@@ -45,7 +40,7 @@ Figure cold_start(const std::string& name, const BenchOptions& options, const st
     } else {
       pool.call("bench", "isohost_worker.stages:import_module", {module}).get();
     }
-    samples.push_back(millis_since(start));
+    samples.push_back(elapsed<std::milli>(start));
   }
   auto figure = summarize(name, "ms", samples);
   figure.limit = limit.median;

@@ -10,6 +10,7 @@
 
 #include "proc/exit_status.hpp"
 #include "proc/process_group.hpp"
+#include "support/test_support.hpp"
 
 namespace isohost::proc {
 namespace {
@@ -108,11 +109,23 @@ TEST(Spawn, ChildLeadsItsOwnProcessGroup) {
 }
 
 TEST(Spawn, GroupSignalReachesGrandchildren) {
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  wire::UniqueFd read_end(out[0]);
+  wire::UniqueFd write_end(out[1]);
   auto child = spawn({.program = "/bin/sh",
-                      .argv = {"/bin/sh", "-c", "sleep 60 & wait"},
-                      .env = scrubbed_environment({})});
+                      .argv = {"/bin/sh", "-c", "sleep 60 & echo $!; wait"},
+                      .env = scrubbed_environment({}),
+                      .fds = {{write_end.get(), 1}}});
+  write_end.reset();
+  std::string line;
+  char c;
+  while (::read(read_end.get(), &c, 1) == 1 && c != '\n') line += c;
+  const pid_t grandchild = std::stoi(line);
+  ASSERT_TRUE(test_support::process_alive(grandchild));
   signal_group(child.pid, SIGKILL);
   EXPECT_EQ(reap(child.pidfd.get()), ExitStatus::killed(SIGKILL));
+  EXPECT_TRUE(test_support::eventually([&] { return !test_support::process_alive(grandchild); }));
 }
 
 }  // namespace
