@@ -69,12 +69,13 @@ std::string resolve_program(const std::string& program, const std::string& base_
 
 HostSettings parse_host(const toml::table& table, const std::string& source) {
   reject_unknown_keys(table,
-                      {"call_timeout_seconds", "start_timeout_seconds", "idle_reap_seconds",
-                       "shutdown_grace_seconds"},
+                      {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
+                       "idle_reap_seconds", "shutdown_grace_seconds"},
                       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
   host.start_timeout = seconds(table, "start_timeout_seconds", host.start_timeout, source);
+  host.idle_release = seconds(table, "idle_release_seconds", host.idle_release, source);
   host.idle_reap = seconds(table, "idle_reap_seconds", host.idle_reap, source);
   host.shutdown_grace = seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source);
   return host;

@@ -24,6 +24,8 @@ struct HostSettings {
   std::chrono::milliseconds call_timeout{600'000};
   // From spawn to hello.
   std::chrono::milliseconds start_timeout{60'000};
+  // A worker idle this long is asked to release its caches (once per idle spell); zero: never.
+  std::chrono::milliseconds idle_release{60'000};
   // A worker idle this long is ended; zero keeps idle workers forever.
   std::chrono::milliseconds idle_reap{1'800'000};
   // Between the shutdown frame and the kill.

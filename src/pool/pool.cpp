@@ -105,6 +105,7 @@ Pool::Pool(Config config, PoolOptions options)
     auto& slot = slots_[name];
     slot.config = env;
     slot.idle_timer = std::make_unique<asio::steady_timer>(io_);
+    slot.release_timer = std::make_unique<asio::steady_timer>(io_);
   }
   // Spawning happens on this thread, so it is the thread the workers' death signal watches:
   // it lives exactly as long as the pool.
@@ -293,7 +294,7 @@ void Pool::pump(Slot& slot) {
     return;
   }
   if (slot.queue.empty()) {
-    arm_idle_reap(slot);
+    arm_idle_timers(slot);
     return;
   }
   if (!slot.worker) {
@@ -341,9 +342,12 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                // A worker that answered, even with the function's exception, is healthy.
                if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
                  slot.backoff.record_success();
-                 if (slot.worker == w) {
-                   slot.calls += kind == Request::Kind::call ? 1 : 0;
+                 // A release is the host's own housekeeping: it neither counts as a call nor
+                 // restarts the idle clock that leads to the reap.
+                 if (slot.worker == w && kind == Request::Kind::call) {
+                   ++slot.calls;
                    slot.idle_since = Clock::now();
+                   slot.released_since_call = false;
                  }
                }
                handler(std::move(outcome));
@@ -413,28 +417,61 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   auto w = std::move(slot.worker);
   slot.worker = nullptr;
   slot.idle_timer->cancel();
+  slot.release_timer->cancel();
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
                w->generation(), reason);
   w->shutdown(config_.host.shutdown_grace);
 }
 
-void Pool::arm_idle_reap(Slot& slot) {
-  if (!slot.worker || slot.worker->state() != WorkerState::ready ||
-      config_.host.idle_reap.count() == 0) {
-    return;
+void Pool::arm_idle_timers(Slot& slot) {
+  if (!slot.worker || slot.worker->state() != WorkerState::ready) return;
+  if (!slot.released_since_call) {
+    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release_idle(s); });
   }
-  const auto window = config_.host.idle_reap;
-  slot.idle_timer->expires_at(slot.idle_since + window);
-  slot.idle_timer->async_wait([this, &slot, w = std::weak_ptr<Worker>(slot.worker),
-                               window](const asio::error_code& ec) {
-    if (ec || shutting_down_ || slot.worker != w.lock() || !slot.worker) return;
+  arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
+    retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
+  });
+}
+
+void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
+                          std::function<void(Slot&)> action) {
+  if (window.count() == 0) return;
+  timer.expires_at(slot.idle_since + window);
+  timer.async_wait([this, &slot, &timer, w = std::weak_ptr<Worker>(slot.worker), window,
+                    action = std::move(action)](const asio::error_code& ec) mutable {
+    if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
     if (slot.worker->state() != WorkerState::ready || !slot.queue.empty()) return;
     if (Clock::now() - slot.idle_since < window) {
-      arm_idle_reap(slot);
+      arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
     }
-    retire(slot, fmt::format("idle for {:g} s", std::chrono::duration<double>(window).count()));
+    action(slot);
   });
+}
+
+void Pool::release_idle(Slot& slot) {
+  slot.released_since_call = true;
+  const auto pid = slot.worker->pid();
+  const auto generation = slot.worker->generation();
+  const auto name = slot.config.name;
+  slot.queue.push_back(Pending{Request{Request::Kind::release, name}, [name, pid, generation](Outcome outcome) {
+    if (!outcome.ok()) {
+      spdlog::warn("idle release of worker '{}' (pid {}, generation {}) failed: {}", name, pid, generation,
+                   outcome.error().what());
+      return;
+    }
+    const auto& r = outcome.value();
+    const auto freed = [&r](const char* before, const char* after) {
+      const auto b = r.value(before, nlohmann::json());
+      const auto a = r.value(after, nlohmann::json());
+      return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
+    };
+    spdlog::info("idle release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
+                 "{:.1f} MiB of VRAM cache in {:.3f} s",
+                 name, pid, generation, freed("rss_before", "rss_after") / 1e6,
+                 freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
+  }});
+  pump(slot);
 }
 
 void Pool::fail_queue(Slot& slot, const Error& error) {
@@ -471,7 +508,10 @@ void Pool::finish_shutdown_if_done() {
   stopped_ = true;
   for (auto& hook : stopped_hooks_) hook();
   stopped_hooks_.clear();
-  for (auto& [name, slot] : slots_) slot.idle_timer->cancel();
+  for (auto& [name, slot] : slots_) {
+    slot.idle_timer->cancel();
+    slot.release_timer->cancel();
+  }
   work_.reset();
 }
 

@@ -146,7 +146,10 @@ class Pool {
     CrashBackoff backoff;
     std::uint64_t calls = 0;
     Clock::time_point idle_since = Clock::now();
-    std::unique_ptr<asio::steady_timer> idle_timer;
+    std::unique_ptr<asio::steady_timer> idle_timer;     // idle reap
+    std::unique_ptr<asio::steady_timer> release_timer;  // idle release
+    // An idle worker is released once, not again until it has served another call.
+    bool released_since_call = false;
     std::optional<std::uint64_t> pss_at_ready;
   };
 
@@ -154,7 +157,12 @@ class Pool {
   void start_worker(Slot& slot);
   void dispatch(Slot& slot, Pending pending);
   void retire(Slot& slot, const std::string& reason);
-  void arm_idle_reap(Slot& slot);
+  void arm_idle_timers(Slot& slot);
+  // Runs `action` once the slot's worker has been idle for `window` (zero: never).
+  void arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
+                      std::function<void(Slot&)> action);
+  // Asks the idle worker to drop its caches and logs the receipt.
+  void release_idle(Slot& slot);
   void fail_queue(Slot& slot, const Error& error);
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                       const worker::ExitReport& report);

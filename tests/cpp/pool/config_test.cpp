@@ -14,6 +14,7 @@ using namespace std::chrono_literals;
 TEST(Config, EverySettingHasADefault) {
   const auto config = parse_config("", "empty.toml", "/base");
   EXPECT_EQ(config.host.call_timeout, 600s);
+  EXPECT_EQ(config.host.idle_release, 60s);
   EXPECT_EQ(config.host.idle_reap, 1800s);
   EXPECT_TRUE(config.environments.empty());
 }
@@ -22,6 +23,7 @@ TEST(Config, ReadsHostAndEnvironments) {
   const auto config = parse_config(R"(
 [host]
 call_timeout_seconds = 2.5
+idle_release_seconds = 30
 idle_reap_seconds = 0
 [env.vision]
 python = "envs/vision/bin/python"
@@ -33,6 +35,7 @@ call_timeout_seconds = 10
 )",
                                    "t.toml", "/base");
   EXPECT_EQ(config.host.call_timeout, 2500ms);
+  EXPECT_EQ(config.host.idle_release, 30s);
   EXPECT_EQ(config.host.idle_reap, 0ms);
   const auto& vision = config.environments.at("vision");
   EXPECT_EQ(vision.python, "/base/envs/vision/bin/python");

@@ -115,6 +115,23 @@ TEST(PoolLifecycle, IdleWorkerIsReapedAndTheNextCallStartsANewOne) {
   EXPECT_EQ(only_worker(pool, "a").generation, 2U);
 }
 
+TEST(PoolLifecycle, IdleWorkerIsReleasedOnceAndLivesOn) {
+  auto config = fixture_config({"a"});
+  config.host.idle_release = 200ms;
+  Pool pool(config);
+  pool.call("a", "isohost_test_funcs:allocate_mb", {100}).get();
+  const auto rss = [&] { return pool.status_with_memory().get().workers.at(0).memory->ram->rss; };
+  const auto held = rss();
+  // The fixture's on_release callback drops the 100 MB: RSS falls without any call.
+  ASSERT_TRUE(eventually([&] { return rss() + 50'000'000 < held; }, 5s));
+  // The receipt follows the drop.
+  ASSERT_TRUE(eventually([&] { return only_worker(pool, "a").state == "ready"; }));
+  const auto w = only_worker(pool, "a");
+  EXPECT_EQ(w.calls, 1U) << "a release is not a call";
+  EXPECT_EQ(w.generation, 1U) << "released, not replaced";
+  EXPECT_EQ(pool.call("a", "isohost_test_funcs:allocated_mb").get(), 0);
+}
+
 TEST(PoolLifecycle, SideLaneAnswersWhileACallRuns) {
   Pool pool(fixture_config({"a"}));
   pool.call("a", "isohost_test_funcs:pid").get();
