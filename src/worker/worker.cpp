@@ -175,15 +175,7 @@ void Worker::read_frames() {
             const auto status = wire::receive_some(self->socket_.native_handle(), self->reader_);
             if (status == wire::ReceiveStatus::would_block) break;
             if (status == wire::ReceiveStatus::end_of_file) {
-              // The process is ending; its pidfd says how. One that lingers is killed (a worker
-              // asked to shut down keeps its grace timer).
-              if (self->expected_exit_) return;
-              self->stop_timer_.expires_after(self->options_.eof_grace);
-              self->stop_timer_.async_wait([self](const asio::error_code& e) {
-                if (e || self->state_ == WorkerState::dead) return;
-                self->condemn(Error(ErrorKind::protocol_error,
-                                    self->identity() + " closed its protocol socket but did not exit"));
-              });
+              self->on_socket_closed();
               return;
             }
             while (auto frame = self->reader_.next()) {
@@ -196,12 +188,30 @@ void Worker::read_frames() {
                                                              " broke the protocol: " + e.what()));
           return;
         } catch (const std::system_error& e) {
-          self->condemn(Error(ErrorKind::protocol_error,
-                              self->identity() + " protocol socket failed: " + e.what()));
+          // A worker that dies with our request unread resets the connection: that is an end,
+          // like end-of-file, and its exit status says how. Any other error is ours to act on.
+          if (e.code() == std::errc::connection_reset) {
+            self->on_socket_closed();
+          } else {
+            self->condemn(Error(ErrorKind::protocol_error,
+                                self->identity() + " protocol socket failed: " + e.what()));
+          }
           return;
         }
         self->read_frames();
       });
+}
+
+void Worker::on_socket_closed() {
+  // The process is ending; its pidfd says how. One that lingers is killed (a worker asked to
+  // shut down keeps its grace timer).
+  if (expected_exit_) return;
+  stop_timer_.expires_after(options_.eof_grace);
+  stop_timer_.async_wait([self = shared_from_this()](const asio::error_code& e) {
+    if (e || self->state_ == WorkerState::dead) return;
+    self->condemn(Error(ErrorKind::protocol_error,
+                        self->identity() + " closed its protocol socket but did not exit"));
+  });
 }
 
 void Worker::handle_frame(wire::Frame frame) {

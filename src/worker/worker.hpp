@@ -123,6 +123,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void start(wire::UniqueFd host_end, wire::UniqueFd child_pidfd, wire::UniqueFd out,
              wire::UniqueFd err);
   void read_frames();
+  void on_socket_closed();
   void handle_frame(wire::Frame frame);
   void handle_hello(const nlohmann::json& body);
   void handle_reply(const nlohmann::json& body);
