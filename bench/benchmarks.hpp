@@ -14,7 +14,7 @@ struct BenchOptions {
   int rounds = 2000;
 };
 
-// rtt.raw_socketpair and rtt.call.
+// rtt.raw_socketpair, rtt.call (from a caller thread) and rtt.call_on_loop (from the loop).
 std::vector<Figure> bench_rtt(const BenchOptions& options);
 // start.fork (the limit), start.bare and start.torch.
 std::vector<Figure> bench_start(const BenchOptions& options);

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include <asio/post.hpp>
+
 #include "pool/pool.hpp"
 
 namespace isohost::bench {
@@ -45,6 +47,35 @@ Figure raw_socketpair_round_trip(int rounds) {
   return summarize("rtt.raw_socketpair", "us", samples);
 }
 
+// The same calls issued from the pool's own loop thread (as the control server does): what a
+// call costs without the two wake-ups between a caller's thread and the loop.
+Figure calls_from_the_loop(pool::Pool& pool, int rounds) {
+  struct Chain {
+    pool::Pool& pool;
+    int left;
+    std::vector<double> samples;
+    std::promise<void> done;
+    Clock::time_point start;
+    void next() {
+      if (left-- == 0) {
+        done.set_value();
+        return;
+      }
+      start = Clock::now();
+      pool.submit_on_loop(pool::Request::call("bench", "operator:add", {1, 2}), [this](worker::Outcome) {
+        samples.push_back(elapsed<std::micro>(start));
+        next();
+      });
+    }
+  };
+  Chain chain{pool, rounds, {}, {}, {}};
+  chain.samples.reserve(static_cast<std::size_t>(rounds));
+  auto finished = chain.done.get_future();
+  asio::post(pool.io(), [&chain] { chain.next(); });
+  finished.wait();
+  return summarize("rtt.call_on_loop", "us", chain.samples);
+}
+
 }  // namespace
 
 std::vector<Figure> bench_rtt(const BenchOptions& options) {
@@ -65,7 +96,10 @@ std::vector<Figure> bench_rtt(const BenchOptions& options) {
   auto call = summarize("rtt.call", "us", samples);
   call.limit = raw.median;
   call.limit_name = "rtt.raw_socketpair";
-  return {raw, call};
+  auto on_loop = calls_from_the_loop(pool, options.rounds);
+  on_loop.limit = raw.median;
+  on_loop.limit_name = "rtt.raw_socketpair";
+  return {raw, call, on_loop};
 }
 
 }  // namespace isohost::bench
