@@ -49,6 +49,17 @@ std::chrono::milliseconds seconds(const toml::table& table, const std::string& k
   return std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
 }
 
+// MB as the seed and `isohost ps` print RAM: 10^6 bytes.
+std::uint64_t megabytes(const toml::table& table, const std::string& key, const std::string& source) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return 0;
+  const auto value = node->value_exact<int64_t>();
+  if (!value || *value < 0) {
+    throw config_error(source, node->source(), "'" + key + "' must be a whole number of MB, 0 or more");
+  }
+  return static_cast<std::uint64_t>(*value) * 1'000'000;
+}
+
 std::string string_value(const toml::node& node, const std::string& key,
                          const std::string& source) {
   auto value = node.value_exact<std::string>();
@@ -70,7 +81,8 @@ std::string resolve_program(const std::string& program, const std::string& base_
 HostSettings parse_host(const toml::table& table, const std::string& source) {
   reject_unknown_keys(table,
                       {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
-                       "idle_reap_seconds", "shutdown_grace_seconds"},
+                       "idle_reap_seconds", "shutdown_grace_seconds", "ram_budget_mb",
+                       "ram_floor_mb"},
                       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
@@ -78,6 +90,8 @@ HostSettings parse_host(const toml::table& table, const std::string& source) {
   host.idle_release = seconds(table, "idle_release_seconds", host.idle_release, source);
   host.idle_reap = seconds(table, "idle_reap_seconds", host.idle_reap, source);
   host.shutdown_grace = seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source);
+  host.ram_budget = megabytes(table, "ram_budget_mb", source);
+  host.ram_floor = megabytes(table, "ram_floor_mb", source);
   return host;
 }
 

@@ -12,6 +12,7 @@
 // Unknown keys are errors: a misspelt setting silently ignored is worse than a refusal.
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +29,11 @@ struct HostSettings {
   std::chrono::milliseconds idle_release{60'000};
   // A worker idle this long is ended; zero keeps idle workers forever.
   std::chrono::milliseconds idle_reap{1'800'000};
+  // All workers' PSS together may not exceed this (bytes; 0 = no budget): idle workers are
+  // reaped, largest first, until it holds.
+  std::uint64_t ram_budget = 0;
+  // MemAvailable is kept at or above this (bytes; 0 = no floor), by the same reaping.
+  std::uint64_t ram_floor = 0;
   // Between the shutdown frame and the kill.
   std::chrono::milliseconds shutdown_grace{5'000};
 };

@@ -107,6 +107,7 @@ Pool::Pool(Config config, PoolOptions options)
     slot.idle_timer = std::make_unique<asio::steady_timer>(io_);
     slot.release_timer = std::make_unique<asio::steady_timer>(io_);
   }
+  arm_pressure_check();
   // Spawning happens on this thread, so it is the thread the workers' death signal watches:
   // it lives exactly as long as the pool.
   thread_ = std::thread([this] {
@@ -512,6 +513,7 @@ void Pool::finish_shutdown_if_done() {
     slot.idle_timer->cancel();
     slot.release_timer->cancel();
   }
+  pressure_timer_.cancel();
   work_.reset();
 }
 

@@ -47,6 +47,8 @@ struct PoolOptions {
   std::string runtime_dir;
   // End workers that a dead host left behind before starting any.
   bool sweep_orphans = true;
+  // How often host RAM is checked against ram_budget_mb and ram_floor_mb, when either is set.
+  std::chrono::milliseconds pressure_interval{2000};
 };
 
 struct WorkerStatus {
@@ -163,6 +165,10 @@ class Pool {
                       std::function<void(Slot&)> action);
   // Asks the idle worker to drop its caches and logs the receipt.
   void release_idle(Slot& slot);
+  // RAM pressure (ram_pressure.cpp): every pressure_interval, reaps idle workers while all
+  // workers' PSS exceeds the budget or MemAvailable is under the floor.
+  void arm_pressure_check();
+  void check_ram_pressure();
   void fail_queue(Slot& slot, const Error& error);
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                       const worker::ExitReport& report);
@@ -182,6 +188,7 @@ class Pool {
   std::vector<std::function<void()>> stopped_hooks_;
   // Opened on first use, on the loop thread.
   std::unique_ptr<MemorySampler> sampler_;
+  asio::steady_timer pressure_timer_{io_};
   std::thread thread_;
 };
 

@@ -25,6 +25,8 @@ TEST(Config, ReadsHostAndEnvironments) {
 call_timeout_seconds = 2.5
 idle_release_seconds = 30
 idle_reap_seconds = 0
+ram_budget_mb = 4000
+ram_floor_mb = 500
 [env.vision]
 python = "envs/vision/bin/python"
 path = ["packs/vision", "/abs/dir"]
@@ -36,6 +38,8 @@ call_timeout_seconds = 10
                                    "t.toml", "/base");
   EXPECT_EQ(config.host.call_timeout, 2500ms);
   EXPECT_EQ(config.host.idle_release, 30s);
+  EXPECT_EQ(config.host.ram_budget, 4'000'000'000U);
+  EXPECT_EQ(config.host.ram_floor, 500'000'000U);
   EXPECT_EQ(config.host.idle_reap, 0ms);
   const auto& vision = config.environments.at("vision");
   EXPECT_EQ(vision.python, "/base/envs/vision/bin/python");
@@ -57,6 +61,7 @@ TEST(Config, BadFilesAreNamedErrorsWithAPlace) {
       {"[host]\ncall_timeout_seconds = \"soon\"\n", "must be a number of seconds"},
       {"[host]\nidle_reap_seconds = -1\n", "between 0 and"},
       {"[env.a]\npython = 3\n", "'python' must be a string"},
+      {"[host]\nram_budget_mb = 1.5\n", "'ram_budget_mb' must be a whole number of MB"},
       {"[env.a]\npath = \"/x\"\n", "'path' must be a list"},
       {"[env.a]\nenv = { A = 1 }\n", "'env.A' must be a string"},
       {"[env.a]\nsurprise = true\n", "unknown key 'surprise' in [env.a]"},

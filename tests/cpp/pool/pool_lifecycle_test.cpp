@@ -132,6 +132,21 @@ TEST(PoolLifecycle, IdleWorkerIsReleasedOnceAndLivesOn) {
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:allocated_mb").get(), 0);
 }
 
+TEST(PoolLifecycle, RamBudgetReapsTheLargestIdleWorkerOnly) {
+  auto config = fixture_config({"small", "large"});
+  config.host.ram_budget = 60'000'000;  // two bare interpreters fit; one holding 100 MB does not
+  Pool pool(config, {.pressure_interval = 100ms});
+  // The large one first: a sweep while it is busy allocating must find nobody else to reap.
+  const pid_t large = pool.call("large", "isohost_test_funcs:pid").get();
+  pool.call("large", "isohost_test_funcs:allocate_mb", {100}).get();
+  const pid_t small = pool.call("small", "isohost_test_funcs:pid").get();
+  EXPECT_TRUE(eventually([&] { return !process_alive(large); }, 5s)) << "the large idle worker is reaped";
+  std::this_thread::sleep_for(300ms);  // three more sweeps, all within the budget
+  EXPECT_TRUE(process_alive(small)) << "reaping stops once the budget holds";
+  EXPECT_EQ(pool.call("small", "isohost_test_funcs:pid").get(), small);
+  EXPECT_NE(pool.call("large", "isohost_test_funcs:pid").get(), large) << "the next call cold-starts";
+}
+
 TEST(PoolLifecycle, SideLaneAnswersWhileACallRuns) {
   Pool pool(fixture_config({"a"}));
   pool.call("a", "isohost_test_funcs:pid").get();
