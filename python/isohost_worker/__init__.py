@@ -4,9 +4,13 @@ Code running in a worker may use:
 
     import isohost_worker
     isohost_worker.on_release(my_cache.clear)   # run when the host asks for memory back
+    with isohost_worker.reserve_vram(4 << 30):   # ask the host for room before a load
+        model.to("cuda")
 """
 
 from isohost_worker.frames import VERSION as PROTOCOL_VERSION
-from isohost_worker.memory import on_release
+from isohost_worker.memory import on_memory_report, on_release
+from isohost_worker.vram import Reservation, VramRefused, reserve_vram
 
-__all__ = ["PROTOCOL_VERSION", "on_release"]
+__all__ = ["PROTOCOL_VERSION", "Reservation", "VramRefused", "on_memory_report", "on_release",
+           "reserve_vram"]

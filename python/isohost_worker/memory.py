@@ -12,6 +12,7 @@ import time
 import traceback
 
 _release_callbacks = []
+_report_hook = None
 
 
 def on_release(fn):
@@ -21,6 +22,19 @@ def on_release(fn):
     if not callable(fn):
         raise TypeError("on_release needs a callable, not %s" % type(fn).__name__)
     _release_callbacks.append(fn)
+    return fn
+
+
+def on_memory_report(fn):
+    """Register `fn()` to describe a GPU allocator other than torch's (CuPy, JAX, a custom
+    one): it returns {"reserved": bytes, "allocated": bytes} and, optionally,
+    "release_can_free": allocated bytes that this worker's `release` would drop (its model
+    caches). The host counts reserved - allocated + release_can_free as reclaimable. Replaces
+    any earlier hook; returns `fn`, so it also works as a decorator."""
+    global _report_hook
+    if not callable(fn):
+        raise TypeError("on_memory_report needs a callable, not %s" % type(fn).__name__)
+    _report_hook = fn
     return fn
 
 
@@ -45,8 +59,12 @@ def report():
             "peak_reserved": cuda.max_memory_reserved(device),
             "peak_allocated": cuda.max_memory_allocated(device),
         }
+    release_can_free = 0
+    if allocator is None and _report_hook is not None:
+        allocator, release_can_free = _hooked_allocator()
     return {
         "pid": os.getpid(),
+        "release_can_free": release_can_free,
         "torch": torch_version(),
         "torch_imported": sys.modules.get("torch") is not None,
         "cuda_initialized": cuda is not None,
@@ -54,6 +72,17 @@ def report():
         "device": device,
         "allocator": allocator,
     }
+
+
+def _hooked_allocator():
+    try:
+        figures = _report_hook()
+        allocator = {"reserved": int(figures["reserved"]), "allocated": int(figures["allocated"])}
+        return allocator, int(figures.get("release_can_free", 0))
+    except Exception:
+        sys.stderr.write("isohost_worker: memory report hook %r failed:\n%s"
+                         % (_report_hook, traceback.format_exc()))
+        return None, 0
 
 
 def release():

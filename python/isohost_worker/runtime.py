@@ -9,6 +9,7 @@ Exit codes: 0 after `shutdown` or when the host closes the connection, 3 when th
 breaks the protocol or the connection fails in a way the runtime cannot answer.
 """
 
+import itertools
 import os
 import platform
 import queue
@@ -24,6 +25,10 @@ CONTROL = "control"  # no id, no reply
 
 _SHUTDOWN = object()
 
+# The runtime serving this process, for the worker requests code running in a call makes of
+# the host (vram.reserve_vram); None outside a worker.
+current = None
+
 
 class Runtime:
     def __init__(self, sock, env):
@@ -38,10 +43,44 @@ class Runtime:
             "memory": (SIDE, lambda request: memory.report()),
             "release": (MAIN, lambda request: memory.release()),
             "shutdown": (CONTROL, self._shutdown),
+            "answer": (CONTROL, self._answered),
         }
+        # Worker requests in flight: id -> [threading.Event, answer]. Their ids are the
+        # worker's own, apart from the host's request ids.
+        self._asked = {}
+        self._asked_lock = threading.Lock()
+        self._ask_ids = itertools.count(1)
+
+    def ask(self, message):
+        """Send a worker request to the host and wait for its answer (any thread)."""
+        request_id = next(self._ask_ids)
+        waiter = [threading.Event(), None]
+        with self._asked_lock:
+            self._asked[request_id] = waiter
+        self._send(frames.encode(dict(message, id=request_id)))
+        waiter[0].wait()
+        answer = waiter[1]
+        if not answer.get("ok"):
+            error = answer.get("error") or {}
+            raise RuntimeError("the host refused %r: %s" % (message.get("op"), error.get("message")))
+        return answer.get("value")
+
+    def tell(self, message):
+        """Send a worker request that has no answer (any thread)."""
+        self._send(frames.encode(message))
+
+    def _answered(self, answer):
+        with self._asked_lock:
+            waiter = self._asked.pop(answer.get("id"), None)
+        if waiter is None:
+            raise frames.ProtocolError("answer to no worker request: %r" % (answer.get("id"),))
+        waiter[1] = answer
+        waiter[0].set()
 
     def serve(self):
         """Say hello, then run main-lane ops until told to stop. Never returns."""
+        global current
+        current = self
         # A fork of this process (multiprocessing's default on Linux, a plain os.fork) must
         # neither write on the host's connection nor keep it open after this worker dies.
         os.register_at_fork(after_in_child=self._sock.close)

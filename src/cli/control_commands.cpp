@@ -45,9 +45,13 @@ void print_ps_table(const nlohmann::json& ps) {
                            cell(host["pid"]), mb(host.value("pss", nlohmann::json())),
                            mb(host.value("private", nlohmann::json())), mib(host.value("vram", nlohmann::json())));
   for (const auto& d : ps.value("devices", nlohmann::json::array())) {
-    std::cout << fmt::format("GPU {} {}: total {}, used {}, free {}, by these workers {}\n", cell(d["index"]),
-                             cell(d["name"]), mib(d["total"]), mib(d["used"]), mib(d["free"]),
-                             mib(d["workers_vram"]));
+    auto field = [&](const char* key) { return d.value(key, nlohmann::json()); };
+    std::cout << fmt::format(
+        "GPU {} {}: total {}, used {}, free {}; workers {} (fixed {}, held {}, reclaimable {}); "
+        "others {}; reserve {}, pending {}, grantable {}\n",
+        cell(d["index"]), cell(d["name"]), mib(d["total"]), mib(d["used"]), mib(d["free"]), mib(field("workers_vram")),
+        mib(field("fixed")), mib(field("held")), mib(field("reclaimable")), mib(field("foreign")),
+        mib(field("reserve")), mib(field("pending")), mib(field("grantable")));
   }
   if (ps.contains("gpu")) std::cout << "GPU: " << cell(ps["gpu"]) << "\n";
   std::cout << fmt::format("{:<14} {:>8} {:>4} {:<8} {:>8} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}\n", "ENV",

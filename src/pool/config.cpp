@@ -60,6 +60,18 @@ std::uint64_t megabytes(const toml::table& table, const std::string& key, const 
   return static_cast<std::uint64_t>(*value) * 1'000'000;
 }
 
+// MiB as NVML and `isohost ps` print VRAM: 2^20 bytes.
+std::uint64_t mebibytes(const toml::table& table, const std::string& key, std::uint64_t fallback,
+                        const std::string& source) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return fallback;
+  const auto value = node->value_exact<int64_t>();
+  if (!value || *value < 0) {
+    throw config_error(source, node->source(), "'" + key + "' must be a whole number of MiB, 0 or more");
+  }
+  return static_cast<std::uint64_t>(*value) << 20;
+}
+
 std::string string_value(const toml::node& node, const std::string& key,
                          const std::string& source) {
   auto value = node.value_exact<std::string>();
@@ -78,11 +90,12 @@ std::string resolve_program(const std::string& program, const std::string& base_
   return program.find('/') == std::string::npos ? program : resolve(program, base_dir);
 }
 
-HostSettings parse_host(const toml::table& table, const std::string& source) {
+HostSettings parse_host(const toml::table& table, const std::string& source, const std::string& base_dir) {
   reject_unknown_keys(table,
                       {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
                        "idle_reap_seconds", "shutdown_grace_seconds", "ram_budget_mb",
-                       "ram_floor_mb"},
+                       "ram_floor_mb", "vram_reserve_mib", "admission_wait_seconds",
+                       "grant_lifetime_seconds", "simulated_gpu"},
                       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
@@ -92,12 +105,18 @@ HostSettings parse_host(const toml::table& table, const std::string& source) {
   host.shutdown_grace = seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source);
   host.ram_budget = megabytes(table, "ram_budget_mb", source);
   host.ram_floor = megabytes(table, "ram_floor_mb", source);
+  host.vram_reserve = mebibytes(table, "vram_reserve_mib", host.vram_reserve, source);
+  host.admission_wait = seconds(table, "admission_wait_seconds", host.admission_wait, source);
+  host.grant_lifetime = seconds(table, "grant_lifetime_seconds", host.grant_lifetime, source);
+  if (const auto* node = table.get("simulated_gpu")) {
+    host.simulated_gpu = resolve(string_value(*node, "simulated_gpu", source), base_dir);
+  }
   return host;
 }
 
 EnvironmentConfig parse_environment(const std::string& name, const toml::table& table,
                                     const std::string& source, const std::string& base_dir) {
-  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds"},
+  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds", "device"},
                       "env." + name, source);
   EnvironmentConfig env;
   env.name = name;
@@ -120,6 +139,13 @@ EnvironmentConfig parse_environment(const std::string& name, const toml::table& 
   if (table.contains("call_timeout_seconds")) {
     env.call_timeout = seconds(table, "call_timeout_seconds", {}, source);
   }
+  if (const auto* node = table.get("device")) {
+    const auto index = node->value_exact<int64_t>();
+    if (!index || *index < 0 || *index > 255) {
+      throw config_error(source, node->source(), "'device' must be a GPU index, 0 or more");
+    }
+    env.device = static_cast<unsigned>(*index);
+  }
   return env;
 }
 
@@ -138,7 +164,7 @@ Config parse_config(const std::string& text, const std::string& source, const st
   if (const auto* node = root.get("host")) {
     const auto* table = node->as_table();
     if (table == nullptr) throw config_error(source, node->source(), "[host] must be a table");
-    config.host = parse_host(*table, source);
+    config.host = parse_host(*table, source, base_dir);
   }
   if (const auto* node = root.get("env")) {
     const auto* envs = node->as_table();

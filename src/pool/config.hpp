@@ -36,6 +36,15 @@ struct HostSettings {
   std::uint64_t ram_floor = 0;
   // Between the shutdown frame and the kill.
   std::chrono::milliseconds shutdown_grace{5'000};
+  // Kept free on every card for the driver, cuBLAS workspaces and fragmentation (bytes).
+  std::uint64_t vram_reserve = std::uint64_t{512} << 20;
+  // How long a VRAM reservation may wait for busy workers to finish before it is refused.
+  std::chrono::milliseconds admission_wait{30'000};
+  // A granted reservation not seen in use (the call that asked still running) within this is
+  // returned to the free pool.
+  std::chrono::milliseconds grant_lifetime{60'000};
+  // Tests only: a JSON file standing in for the GPU (probe/simulated_gpu.hpp); empty uses NVML.
+  std::string simulated_gpu;
 };
 
 struct EnvironmentConfig {
@@ -46,6 +55,10 @@ struct EnvironmentConfig {
   std::map<std::string, std::string> env;
   // Overrides [host] call_timeout_seconds for this environment.
   std::optional<std::chrono::milliseconds> call_timeout;
+  // The GPU its workers use (NVML's index, which is PCI bus order): they see only that card
+  // (CUDA_VISIBLE_DEVICES) and their reservations are booked on it. Unset: the workers see
+  // every card and are booked on GPU 0.
+  std::optional<unsigned> device;
 };
 
 struct Config {

@@ -5,12 +5,14 @@
 //
 //   MemorySampler sampler;                       // opens NVML once, if there is a driver
 //   auto figures = sampler.sample({{pid, true}});  // worker says CUDA is initialised
+//   for (const DeviceMemory& d : sampler.devices_now({{pid, true}})) ...  // free, and foreign use
 //
 // Thread-compatible: one sampler per thread.
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,7 +24,7 @@
 #include "probe/smaps.hpp"
 
 namespace isohost::probe {
-class Nvml;
+class GpuSource;
 }
 
 namespace isohost::pool {
@@ -44,13 +46,22 @@ struct ProcessQuery {
   pid_t pid = -1;
   // The worker's own report: it has opened a CUDA context.
   bool cuda_initialised = false;
+  // The GPU it is pinned to (NVML's index).
+  unsigned device = 0;
+};
+
+struct DeviceMemory {
+  probe::GpuDevice device;
+  // Held by processes on the card that are not ours (NVML lists them): never free, never
+  // reclaimable. nullopt when NVML's pids cannot be matched with ours (another pid namespace).
+  std::optional<std::uint64_t> foreign;
 };
 
 class MemorySampler {
  public:
-  // Opens NVML; without a driver the sampler still reads RAM and reports VRAM as unknown.
-  // `device` is the GPU whose VRAM is attributed (workers are pinned to one device).
-  explicit MemorySampler(unsigned device = 0);
+  // Opens NVML, or reads the simulated GPU file when `simulated_gpu` names one (tests); without
+  // a driver the sampler still reads RAM and reports VRAM as unknown.
+  explicit MemorySampler(const std::string& simulated_gpu = "");
   ~MemorySampler();
   MemorySampler(const MemorySampler&) = delete;
   MemorySampler& operator=(const MemorySampler&) = delete;
@@ -60,16 +71,20 @@ class MemorySampler {
   [[nodiscard]] bool has_gpu() const { return gpu_.has_value(); }
   // Why there is no GPU view ("libnvidia-ml.so.1 not found: ..."), empty when there is one.
   [[nodiscard]] const std::string& gpu_unavailable_reason() const { return reason_; }
-  // The device as NVML sees it now; nullopt without a GPU.
+  // GPU 0 as NVML sees it now; nullopt without a GPU.
   [[nodiscard]] std::optional<probe::GpuDevice> device_now() const;
+  // Every GPU now, with what processes other than `ours` hold on it; empty without a GPU.
+  [[nodiscard]] std::vector<DeviceMemory> devices_now(const std::vector<ProcessQuery>& ours) const;
   [[nodiscard]] std::string driver_version() const;
 
  private:
-  std::unique_ptr<probe::Nvml> nvml_;
-  unsigned device_;
+  void attribute(unsigned device, const std::vector<ProcessQuery>& processes,
+                 std::vector<ProcessMemory>& out) const;
+
+  std::unique_ptr<probe::GpuSource> source_;
   std::optional<probe::GpuDevice> gpu_;
-  // Device used memory when the sampler opened: the baseline for device_free_drop.
-  std::uint64_t baseline_used_ = 0;
+  // Each device's used memory when the sampler opened: the baseline for device_free_drop.
+  std::map<unsigned, std::uint64_t> baseline_used_;
   std::string reason_;
 };
 

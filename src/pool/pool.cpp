@@ -5,6 +5,8 @@
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "memory/ledger.hpp"
+#include "pool/memory_snapshot.hpp"
 #include "probe/probe_error.hpp"
 #include "proc/orphan_sweep.hpp"
 #include "worker/runtime_location.hpp"
@@ -42,6 +44,40 @@ void add_memory(nlohmann::json& out, const std::optional<ProcessMemory>& memory)
   out["vram_method"] = memory->vram_method;
 }
 
+// Per device, the books: what the card has, what isohost's workers hold split by what gives it
+// back, what other processes hold, what is kept in reserve and what is promised.
+nlohmann::json devices_json(const PoolStatus& status) {
+  auto out = nlohmann::json::array();
+  const auto ledger = status.snapshot ? memory::build_ledger(*status.snapshot) : memory::Ledger{};
+  for (const auto& d : status.devices) {
+    nlohmann::json entry{{"index", d.device.index},  {"name", d.device.name}, {"total", d.device.total},
+                         {"free", d.device.free},    {"used", d.device.used}, {"foreign", optional_json(d.foreign)}};
+    if (const auto* books = ledger.device(static_cast<int>(d.device.index))) {
+      entry["workers_vram"] = books->workers_used();
+      entry["fixed"] = books->workers_fixed();
+      entry["held"] = books->workers_held();
+      entry["reclaimable"] = books->workers_reclaimable();
+      entry["reserve"] = books->reserve;
+      entry["pending"] = books->pending;
+      entry["grantable"] = books->grantable();
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// The environment's variables, with its GPU pinned when it names one: NVML numbers cards in
+// PCI bus order, and CUDA does too with CUDA_DEVICE_ORDER=PCI_BUS_ID. Variables the
+// environment sets itself win.
+std::map<std::string, std::string> worker_environment(const EnvironmentConfig& env) {
+  auto vars = env.env;
+  if (env.device) {
+    vars.try_emplace("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    vars.try_emplace("CUDA_VISIBLE_DEVICES", std::to_string(*env.device));
+  }
+  return vars;
+}
+
 }  // namespace
 
 nlohmann::json PoolStatus::to_json() const {
@@ -75,19 +111,8 @@ nlohmann::json PoolStatus::to_json() const {
   add_memory(host, host_memory);
   nlohmann::json out{{"host", std::move(host)}, {"workers", std::move(workers_json)}};
   if (host_memory) {
-    if (device) {
-      std::uint64_t workers_vram = 0;
-      for (const auto& w : workers) workers_vram += (w.memory && w.memory->vram) ? *w.memory->vram : 0;
-      out["devices"] = nlohmann::json::array({{{"index", device->index},
-                                               {"name", device->name},
-                                               {"total", device->total},
-                                               {"free", device->free},
-                                               {"used", device->used},
-                                               {"workers_vram", workers_vram}}});
-    } else {
-      out["devices"] = nlohmann::json::array();
-      out["gpu"] = gpu_unavailable_reason;
-    }
+    out["devices"] = devices_json(*this);
+    if (devices.empty()) out["gpu"] = gpu_unavailable_reason;
   }
   return out;
 }
@@ -167,6 +192,8 @@ PoolStatus Pool::status_on_loop() const {
                     .pid = w.pid(),
                     .generation = w.generation(),
                     .state = worker::worker_state_name(w.state()),
+                    .worker_state = w.state(),
+                    .device = slot.config.device.value_or(0),
                     .calls = slot.calls,
                     .spawned_at = w.spawned_at(),
                     .ready_at = w.ready_at(),
@@ -209,15 +236,21 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     if (gather->finished || (!now && --gather->remaining > 0)) return;
     gather->finished = true;
     gather->timer->cancel();
-    if (!sampler_) sampler_ = std::make_unique<MemorySampler>();
+    if (!sampler_) sampler_ = std::make_unique<MemorySampler>(config_.host.simulated_gpu);
     auto& status = gather->status;
     std::vector<ProcessQuery> queries{{::getpid(), false}};
-    for (const auto& w : status.workers) queries.push_back({w.pid, w.report.value("cuda_initialized", false)});
+    for (const auto& w : status.workers) queries.push_back({w.pid, w.report.value("cuda_initialized", false), w.device});
     auto figures = sampler_->sample(queries);
     status.host_memory = figures[0];
     for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
-    status.device = sampler_->device_now();
+    for (const auto& w : live_) queries.push_back({w->pid(), false});  // retiring ones are ours too
+    status.devices = sampler_->devices_now(queries);
     status.gpu_unavailable_reason = sampler_->gpu_unavailable_reason();
+    try {
+      status.system_memory = probe::read_system_memory();
+    } catch (const probe::ProbeError&) {
+    }
+    status.snapshot = make_snapshot(status, config_.host, grants_.outstanding(), Clock::now());
     gather->done(std::move(status));
   };
   gather->timer->async_wait([finish](const asio::error_code& ec) {
@@ -346,6 +379,9 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                  // A release is the host's own housekeeping: it neither counts as a call nor
                  // restarts the idle clock that leads to the reap.
                  if (slot.worker == w && kind == Request::Kind::call) {
+                   // What the call reserved is allocated by now, or never will be: the
+                   // driver's figures tell from here on.
+                   grants_.drop_worker(slot.config.name);
                    ++slot.calls;
                    slot.idle_since = Clock::now();
                    slot.released_since_call = false;
@@ -362,7 +398,7 @@ void Pool::start_worker(Slot& slot) {
                                 .python = slot.config.python,
                                 .module_path = slot.config.path,
                                 .cwd = slot.config.cwd,
-                                .env = slot.config.env,
+                                .env = worker_environment(slot.config),
                                 .runtime_dir = options_.runtime_dir,
                                 .host_tag = host_tag_,
                                 .generation = generation,
@@ -387,6 +423,10 @@ void Pool::start_worker(Slot& slot) {
           [this, &slot, weak](const worker::ExitReport& report) {
             if (auto w = weak->lock()) on_worker_exit(slot, w, report);
           },
+      .on_worker_request =
+          [this, &slot, weak](const nlohmann::json& request, std::function<void(nlohmann::json)> answer) {
+            if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
+          },
   };
   try {
     slot.worker = Worker::launch(io_, std::move(options), std::move(events));
@@ -404,7 +444,10 @@ void Pool::start_worker(Slot& slot) {
 
 void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
                           const worker::ExitReport& report) {
-  if (slot.worker == w) slot.worker = nullptr;
+  if (slot.worker == w) {
+    slot.worker = nullptr;
+    grants_.drop_worker(slot.config.name);
+  }
   if (!report.expected) slot.backoff.record_failure(Clock::now(), report.reason);
   std::erase(live_, w);
   if (shutting_down_) {
@@ -419,6 +462,7 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   slot.worker = nullptr;
   slot.idle_timer->cancel();
   slot.release_timer->cancel();
+  grants_.drop_worker(slot.config.name);
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
                w->generation(), reason);
   w->shutdown(config_.host.shutdown_grace);
@@ -427,7 +471,7 @@ void Pool::retire(Slot& slot, const std::string& reason) {
 void Pool::arm_idle_timers(Slot& slot) {
   if (!slot.worker || slot.worker->state() != WorkerState::ready) return;
   if (!slot.released_since_call) {
-    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release_idle(s); });
+    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
   }
   arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
     retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
@@ -450,28 +494,30 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
   });
 }
 
-void Pool::release_idle(Slot& slot) {
+void Pool::release(Slot& slot, const std::string& why, std::function<void()> done) {
   slot.released_since_call = true;
   const auto pid = slot.worker->pid();
   const auto generation = slot.worker->generation();
   const auto name = slot.config.name;
-  slot.queue.push_back(Pending{Request{Request::Kind::release, name}, [name, pid, generation](Outcome outcome) {
+  auto logged = [name, pid, generation, why, done = std::move(done)](Outcome outcome) {
     if (!outcome.ok()) {
-      spdlog::warn("idle release of worker '{}' (pid {}, generation {}) failed: {}", name, pid, generation,
+      spdlog::warn("{} release of worker '{}' (pid {}, generation {}) failed: {}", why, name, pid, generation,
                    outcome.error().what());
-      return;
+    } else {
+      const auto& r = outcome.value();
+      const auto freed = [&r](const char* before, const char* after) {
+        const auto b = r.value(before, nlohmann::json());
+        const auto a = r.value(after, nlohmann::json());
+        return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
+      };
+      spdlog::info("{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
+                   "{:.1f} MiB of VRAM cache in {:.3f} s",
+                   why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
+                   freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
     }
-    const auto& r = outcome.value();
-    const auto freed = [&r](const char* before, const char* after) {
-      const auto b = r.value(before, nlohmann::json());
-      const auto a = r.value(after, nlohmann::json());
-      return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
-    };
-    spdlog::info("idle release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
-                 "{:.1f} MiB of VRAM cache in {:.3f} s",
-                 name, pid, generation, freed("rss_before", "rss_after") / 1e6,
-                 freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
-  }});
+    if (done) done();
+  };
+  slot.queue.push_back(Pending{Request{Request::Kind::release, name}, std::move(logged)});
   pump(slot);
 }
 
@@ -496,6 +542,8 @@ void Pool::request_shutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
     spdlog::info("shutting down: ending {} worker(s)", live_.size());
+    admissions_.clear();
+    admission_timer_.cancel();
     for (auto& [name, slot] : slots_) {
       fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
       if (slot.worker) retire(slot, "host shutdown");

@@ -30,9 +30,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memory/admission.hpp"
+#include "memory/grant_book.hpp"
+#include "memory/snapshot.hpp"
 #include "pool/config.hpp"
 #include "pool/crash_backoff.hpp"
 #include "pool/memory_sampler.hpp"
+#include "probe/meminfo.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -56,6 +60,9 @@ struct WorkerStatus {
   pid_t pid = -1;
   unsigned generation = 0;
   std::string state;
+  worker::WorkerState worker_state = worker::WorkerState::starting;
+  // The GPU it is booked on ([env.NAME] device, else 0).
+  unsigned device = 0;
   double idle_seconds = 0;
   std::uint64_t calls = 0;
   worker::Worker::Clock::time_point spawned_at;
@@ -71,10 +78,13 @@ struct WorkerStatus {
 struct PoolStatus {
   pid_t host_pid = -1;
   std::vector<WorkerStatus> workers;
-  // With memory: the host process itself (it holds no CUDA context) and the device.
+  // With memory: the host process itself (it holds no CUDA context), the devices, the
+  // machine's RAM, and the books made from them all (with the grants pending).
   std::optional<ProcessMemory> host_memory;
-  std::optional<probe::GpuDevice> device;
+  std::vector<DeviceMemory> devices;
   std::string gpu_unavailable_reason;
+  std::optional<probe::SystemMemory> system_memory;
+  std::optional<memory::Snapshot> snapshot;
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -140,6 +150,23 @@ class Pool {
     Request request;
     Handler handler;
   };
+  // A worker's reserve_vram, waiting for the loop to decide (one at a time, in order).
+  struct Admission {
+    std::string env;
+    std::weak_ptr<worker::Worker> requester;
+    unsigned device = 0;
+    std::uint64_t bytes = 0;
+    Clock::time_point asked_at;
+    std::function<void(nlohmann::json)> answer;
+    // The strongest step carried out so far, and how many rounds of steps.
+    memory::AdmissionOutcome made_room = memory::AdmissionOutcome::grant;
+    int rounds = 0;
+    int settle_polls = 0;
+    bool said_waiting = false;
+    std::vector<std::string> steps_done;
+    // Added to the explanation (why there are no devices).
+    std::string note;
+  };
   struct Slot {
     EnvironmentConfig config;
     std::shared_ptr<worker::Worker> worker;
@@ -163,12 +190,21 @@ class Pool {
   // Runs `action` once the slot's worker has been idle for `window` (zero: never).
   void arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
                       std::function<void(Slot&)> action);
-  // Asks the idle worker to drop its caches and logs the receipt.
-  void release_idle(Slot& slot);
   // RAM pressure (ram_pressure.cpp): every pressure_interval, reaps idle workers while all
   // workers' PSS exceeds the budget or MemAvailable is under the floor.
   void arm_pressure_check();
   void check_ram_pressure();
+  // Asks the idle worker to drop its caches and logs the receipt as `why`; `done` runs after.
+  void release(Slot& slot, const std::string& why, std::function<void()> done = nullptr);
+  // Admission (vram_admission.cpp): reserve_vram from a worker, decided one at a time.
+  void on_worker_request(Slot& slot, const std::shared_ptr<worker::Worker>& w, const nlohmann::json& request,
+                         std::function<void(nlohmann::json)> answer);
+  void next_admission();
+  void plan_admission(std::shared_ptr<Admission> job);
+  void decide(const std::shared_ptr<Admission>& job, const PoolStatus& status);
+  void make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
+  void answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
+  void expire_grants();
   void fail_queue(Slot& slot, const Error& error);
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                       const worker::ExitReport& report);
@@ -188,6 +224,11 @@ class Pool {
   std::vector<std::function<void()>> stopped_hooks_;
   // Opened on first use, on the loop thread.
   std::unique_ptr<MemorySampler> sampler_;
+  // VRAM promised to workers and not yet seen in use.
+  memory::GrantBook grants_;
+  std::deque<std::shared_ptr<Admission>> admissions_;
+  bool admission_running_ = false;
+  asio::steady_timer admission_timer_{io_};
   asio::steady_timer pressure_timer_{io_};
   std::thread thread_;
 };

@@ -4,25 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include "memory/ram_relief.hpp"
+#include "pool/memory_snapshot.hpp"
 #include "pool/pool.hpp"
 #include "probe/meminfo.hpp"
 #include "probe/probe_error.hpp"
 #include "probe/proc_status.hpp"
 
 namespace isohost::pool {
-namespace {
-
-using worker::WorkerState;
-
-memory::WorkerState memory_state(WorkerState state) {
-  switch (state) {
-    case WorkerState::ready: return memory::WorkerState::idle;
-    case WorkerState::starting: return memory::WorkerState::starting;
-    default: return memory::WorkerState::busy;
-  }
-}
-
-}  // namespace
 
 void Pool::arm_pressure_check() {
   if (config_.host.ram_budget == 0 && config_.host.ram_floor == 0) return;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "probe/gpu_source.hpp"
 #include "probe/gpu_types.hpp"
 
 namespace isohost::probe {
@@ -30,7 +31,7 @@ struct NvmlOpenResult {
 // Thread-compatible: the object is immutable after open() and NVML is thread-safe, so its const
 // methods may run concurrently; destroying it must not overlap a call. Methods that query a
 // device throw ProbeError (nvml_failed) naming the call, the device and NVML's error string.
-class Nvml {
+class Nvml : public GpuSource {
  public:
   static constexpr const char* default_library = "libnvidia-ml.so.1";
 
@@ -38,20 +39,20 @@ class Nvml {
   // machine without a GPU is a normal case, not an error.
   static NvmlOpenResult open(const char* library = default_library);
 
-  ~Nvml();
+  ~Nvml() override;
   Nvml(const Nvml&) = delete;
   Nvml& operator=(const Nvml&) = delete;
 
-  std::string driver_version() const;
+  std::string driver_version() const override;
   unsigned device_count() const;
   GpuDevice device(unsigned index) const;
-  std::vector<GpuDevice> devices() const;
+  std::vector<GpuDevice> devices() const override;
 
   // Every process with a context on the device, compute and graphics lists merged
   // (merge_gpu_processes). Uses nvmlDevice{Compute,Graphics}RunningProcesses_v3, else _v2,
   // else the original (each has its own struct layout), growing the array while NVML answers
   // NVML_ERROR_INSUFFICIENT_SIZE (processes may start between the calls).
-  std::vector<GpuProcess> processes(unsigned index) const;
+  std::vector<GpuProcess> processes(unsigned index) const override;
 
  private:
   struct Symbols;

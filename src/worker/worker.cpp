@@ -221,9 +221,36 @@ void Worker::handle_frame(wire::Frame frame) {
     handle_hello(body);
   } else if (op == "reply") {
     handle_reply(body);
+  } else if (is_worker_request(op)) {
+    handle_worker_request(body);
   } else {
     throw wire::WireError("unexpected message '" + op + "' from the worker");
   }
+}
+
+bool Worker::is_worker_request(const std::string& op) { return op == "reserve_vram" || op == "reserve_done"; }
+
+void Worker::handle_worker_request(const nlohmann::json& body) {
+  std::optional<std::int64_t> id;
+  if (const auto field = body.find("id"); field != body.end()) {
+    if (!field->is_number_integer()) throw wire::WireError("worker request with a non-integer id");
+    id = field->get<std::int64_t>();
+  }
+  auto answer = [weak = weak_from_this(), id](nlohmann::json value) {
+    auto self = weak.lock();
+    if (!id || !self || self->state_ == WorkerState::dead) return;
+    self->send({{"op", "answer"}, {"id", *id}, {"ok", true}, {"value", std::move(value)}});
+  };
+  if (!events_.on_worker_request) {
+    if (id) {
+      send({{"op", "answer"},
+            {"id", *id},
+            {"ok", false},
+            {"error", {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
+    }
+    return;
+  }
+  events_.on_worker_request(body, std::move(answer));
 }
 
 void Worker::handle_hello(const nlohmann::json& body) {

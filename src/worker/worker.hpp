@@ -85,7 +85,16 @@ class Worker : public std::enable_shared_from_this<Worker> {
     std::function<void(const Error*)> on_ready;
     // Once, after the process is reaped and every pending handler has run.
     std::function<void(const ExitReport&)> on_exit;
+    // A request the worker makes of the host itself, mid-call (docs/protocol.md, "Worker
+    // requests"): `reserve_vram` with an id, answered through `answer`; `reserve_done` without
+    // one (`answer` then does nothing). `answer` may be called later, once; after the worker
+    // died it does nothing. Unset: such requests are refused as unsupported.
+    std::function<void(const nlohmann::json& request, std::function<void(nlohmann::json)> answer)>
+        on_worker_request;
   };
+
+  // The ops a worker may send besides hello and reply.
+  static bool is_worker_request(const std::string& op);
 
   // Spawns the worker. Throws Error(spawn_failed) when the interpreter cannot be started.
   static std::shared_ptr<Worker> launch(asio::io_context& io, WorkerOptions options, Events events);
@@ -127,6 +136,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void handle_frame(wire::Frame frame);
   void handle_hello(const nlohmann::json& body);
   void handle_reply(const nlohmann::json& body);
+  void handle_worker_request(const nlohmann::json& body);
   void send(const nlohmann::json& body);
   void flush();
   void watch_exit();

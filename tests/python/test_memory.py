@@ -8,7 +8,7 @@ F = "isohost_test_funcs:"
 MIB = 1024 * 1024
 
 REPORT_FIELDS = {"pid", "torch", "torch_imported", "cuda_initialized", "cuda_module_loading",
-                 "device", "allocator"}
+                 "device", "allocator", "release_can_free"}
 RECEIPT_FIELDS = {"rss_before", "rss_after", "reserved_before", "reserved_after",
                   "gc_collected", "callbacks", "seconds"}
 

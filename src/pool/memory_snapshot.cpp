@@ -1,0 +1,73 @@
+#include "pool/memory_snapshot.hpp"
+
+#include "pool/pool.hpp"
+
+namespace isohost::pool {
+
+memory::WorkerState memory_state(worker::WorkerState state) {
+  switch (state) {
+    case worker::WorkerState::ready:
+      return memory::WorkerState::idle;
+    case worker::WorkerState::starting:
+      return memory::WorkerState::starting;
+    default:
+      return memory::WorkerState::busy;
+  }
+}
+
+memory::MemorySettings memory_settings(const HostSettings& host) {
+  return {.vram_reserve = host.vram_reserve,
+          .ram_budget = host.ram_budget,
+          .ram_floor = host.ram_floor,
+          .admission_wait = host.admission_wait,
+          .grant_lifetime = host.grant_lifetime};
+}
+
+namespace {
+
+std::optional<memory::Bytes> allocator_figure(const nlohmann::json& report, const char* key) {
+  const auto allocator = report.value("allocator", nlohmann::json());
+  if (!allocator.is_object() || !allocator.value(key, nlohmann::json()).is_number_unsigned()) return std::nullopt;
+  return allocator[key].get<memory::Bytes>();
+}
+
+memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint now) {
+  const auto idle = std::chrono::duration_cast<memory::Duration>(std::chrono::duration<double>(w.idle_seconds));
+  memory::ProcessFigures p{.worker_id = w.env,
+                           .pid = w.pid,
+                           .state = memory_state(w.worker_state),
+                           .last_used = now - idle,
+                           .allocator_reserved = allocator_figure(w.report, "reserved"),
+                           .allocator_allocated = allocator_figure(w.report, "allocated"),
+                           .release_can_free = w.report.value("release_can_free", memory::Bytes{0}),
+                           .device = static_cast<int>(w.device)};
+  if (w.memory) {
+    if (w.memory->ram) p.pss = w.memory->ram->pss;
+    p.vram_used = w.memory->vram;
+  }
+  return p;
+}
+
+}  // namespace
+
+memory::Snapshot make_snapshot(const PoolStatus& status, const HostSettings& host,
+                               std::span<const memory::PendingGrant> pending, memory::TimePoint now) {
+  memory::Snapshot snapshot{.taken_at = now, .settings = memory_settings(host)};
+  for (const auto& w : status.workers) {
+    if (w.worker_state == worker::WorkerState::stopping || w.worker_state == worker::WorkerState::dead) continue;
+    snapshot.processes.push_back(process_figures(w, now));
+  }
+  for (const auto& d : status.devices) {
+    snapshot.devices.push_back({.index = static_cast<int>(d.device.index),
+                                .total = d.device.total,
+                                .free = d.device.free,
+                                .foreign = d.foreign.value_or(0)});
+  }
+  if (status.system_memory) {
+    snapshot.host_ram = {.mem_total = status.system_memory->total, .mem_available = status.system_memory->available};
+  }
+  snapshot.pending.assign(pending.begin(), pending.end());
+  return snapshot;
+}
+
+}  // namespace isohost::pool

@@ -1,0 +1,217 @@
+// The pool's admission driver: a worker's reserve_vram is decided on the loop, one request at a
+// time, from fresh books (memory::plan_admission); the pool carries out the plan's steps
+// (release, reap), lets the driver's figures catch up, and plans again until the request is
+// granted or refused. docs/memory.md tells the story; memory/admission.hpp the arithmetic.
+
+#include <algorithm>
+
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "memory/admission.hpp"
+#include "memory/ledger.hpp"
+#include "pool/pool.hpp"
+
+namespace isohost::pool {
+namespace {
+
+using worker::Worker;
+using worker::WorkerState;
+
+// After a round of steps, how long the driver may take to show the memory free before the
+// planner is trusted to ask for more: a reaped process's VRAM goes back as its context is torn
+// down, a little after the pid is reaped.
+constexpr int kSettlePolls = 5;
+constexpr auto kSettlePoll = std::chrono::milliseconds(100);
+// A request waiting for busy workers is planned again this often.
+constexpr auto kWaitPoll = std::chrono::milliseconds(100);
+// Rounds of steps before a request that is still short is refused.
+constexpr int kMaxRounds = 3;
+
+std::uint64_t to_mib(std::uint64_t bytes) { return bytes >> 20; }
+
+}  // namespace
+
+void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const nlohmann::json& request,
+                             std::function<void(nlohmann::json)> answer) {
+  const auto op = request.value("op", std::string());
+  if (op == "reserve_done") {
+    const auto grant = request.value("grant", nlohmann::json());
+    if (grant.is_number_unsigned() && grants_.settle(grant.get<memory::GrantId>())) {
+      spdlog::debug("worker '{}' settled grant {}", slot.config.name, grant.dump());
+    }
+    return;
+  }
+  const auto bytes = request.value("bytes", nlohmann::json());
+  const auto device = request.value("device", nlohmann::json());
+  if (!bytes.is_number_unsigned() || (!device.is_null() && !device.is_number_unsigned())) {
+    answer({{"granted", false},
+            {"outcome", "refuse"},
+            {"explanation", "reserve_vram needs a whole number of bytes and a GPU index, got bytes " +
+                                bytes.dump() + " and device " + device.dump()}});
+    return;
+  }
+  auto job = std::make_shared<Admission>(Admission{
+      .env = slot.config.name,
+      .requester = w,
+      .device = device.is_null() ? slot.config.device.value_or(0) : device.get<unsigned>(),
+      .bytes = bytes.get<std::uint64_t>(),
+      .asked_at = Clock::now(),
+      .answer = std::move(answer),
+  });
+  admissions_.push_back(std::move(job));
+  next_admission();
+}
+
+void Pool::next_admission() {
+  if (admission_running_ || admissions_.empty() || shutting_down_) return;
+  admission_running_ = true;
+  auto job = std::move(admissions_.front());
+  admissions_.pop_front();
+  plan_admission(std::move(job));
+}
+
+void Pool::plan_admission(std::shared_ptr<Admission> job) {
+  expire_grants();
+  status_with_memory_on_loop([this, job = std::move(job)](PoolStatus status) { decide(job, status); });
+}
+
+void Pool::expire_grants() {
+  for (const auto& g : grants_.expire(Clock::now(), config_.host.grant_lifetime)) {
+    spdlog::info("grant {} of {} MiB on GPU {} to '{}' expired unused; its bytes are free again", g.id,
+                 to_mib(g.bytes), g.device, g.requester);
+  }
+}
+
+void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& status) {
+  const auto requester = job->requester.lock();
+  if (shutting_down_ || !requester || requester->state() == WorkerState::dead ||
+      requester->state() == WorkerState::stopping) {
+    // Nobody left to answer; the next request goes ahead.
+    admission_running_ = false;
+    next_admission();
+    return;
+  }
+  const memory::AdmissionRequest request{.requester = job->env,
+                                         .device = static_cast<int>(job->device),
+                                         .bytes = job->bytes,
+                                         .asked_at = job->asked_at};
+  auto plan = memory::plan_admission(memory::build_ledger(*status.snapshot, grants_.outstanding()), request);
+  const bool needs_steps = plan.grants() && plan.outcome != memory::AdmissionOutcome::grant;
+  if (needs_steps && job->rounds > 0 && job->settle_polls < kSettlePolls) {
+    ++job->settle_polls;
+    admission_timer_.expires_after(kSettlePoll);
+    admission_timer_.async_wait([this, job](const asio::error_code& ec) {
+      if (!ec) plan_admission(job);
+    });
+    return;
+  }
+  if (plan.outcome == memory::AdmissionOutcome::grant) {
+    plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
+  } else if (needs_steps && job->rounds < kMaxRounds) {
+    make_room(job, plan);
+    return;
+  } else if (plan.outcome == memory::AdmissionOutcome::wait) {
+    if (!job->said_waiting) {
+      job->said_waiting = true;
+      spdlog::info("admission for '{}' waits for busy workers: {}", job->env, plan.explain());
+    }
+    admission_timer_.expires_after(kWaitPoll);
+    admission_timer_.async_wait([this, job](const asio::error_code& ec) {
+      if (!ec) plan_admission(job);
+    });
+    return;
+  } else if (needs_steps) {
+    plan.outcome = memory::AdmissionOutcome::refuse;  // rounds of steps did not make the room
+  }
+  if (!plan.device_found && status.devices.empty() && !status.gpu_unavailable_reason.empty()) {
+    job->note = "there is no GPU view: " + status.gpu_unavailable_reason;
+  }
+  answer_admission(job, plan);
+}
+
+void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {
+  ++job->rounds;
+  job->settle_polls = 0;
+  job->made_room = std::max(job->made_room, plan.outcome);
+  spdlog::info("admission for '{}' makes room: {}", job->env, plan.explain());
+  auto releases = std::make_shared<std::size_t>(0);
+  std::vector<std::weak_ptr<Worker>> reaped;
+  for (const auto& step : plan.steps) {
+    auto it = slots_.find(step.worker_id);
+    if (it == slots_.end()) continue;
+    Slot& slot = it->second;
+    // The plan was made from a snapshot; a worker that has since started a call is left alone.
+    if (!slot.worker || slot.worker->pid() != step.pid || slot.worker->state() != WorkerState::ready ||
+        !slot.queue.empty()) {
+      continue;
+    }
+    const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
+    switch (step.kind) {
+      case memory::StepKind::release:
+        ++*releases;
+        job->steps_done.push_back("released '" + step.worker_id + "'");
+        release(slot, why, [releases] { --*releases; });
+        break;
+      case memory::StepKind::reap:
+        job->steps_done.push_back("reaped '" + step.worker_id + "'");
+        reaped.push_back(slot.worker);
+        retire(slot, "reaped for " + why);
+        break;
+      case memory::StepKind::hibernate:
+        break;  // not planned: no worker reports hibernation support yet
+    }
+  }
+  // Plan again once every release has answered and every reaped worker is gone.
+  const auto deadline = Clock::now() + config_.host.shutdown_grace + std::chrono::seconds(2);
+  auto poll = std::make_shared<std::function<void()>>();
+  *poll = [this, job, releases, reaped = std::move(reaped), deadline, poll]() {
+    const bool gone = std::all_of(reaped.begin(), reaped.end(), [](const std::weak_ptr<Worker>& w) {
+      auto alive = w.lock();
+      return !alive || alive->state() == WorkerState::dead;
+    });
+    if ((*releases == 0 && gone) || Clock::now() > deadline || shutting_down_) {
+      plan_admission(job);
+      return;
+    }
+    admission_timer_.expires_after(std::chrono::milliseconds(10));
+    admission_timer_.async_wait([poll](const asio::error_code& ec) {
+      if (!ec) (*poll)();
+    });
+  };
+  (*poll)();
+}
+
+void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {
+  const bool granted = plan.outcome == memory::AdmissionOutcome::grant;
+  const auto outcome = granted ? job->made_room : memory::AdmissionOutcome::refuse;
+  const double waited = std::chrono::duration<double>(Clock::now() - job->asked_at).count();
+  std::string explanation = plan.explain();
+  if (!job->note.empty()) explanation += " (" + job->note + ")";
+  std::string done;
+  for (const auto& step : job->steps_done) done += (done.empty() ? "" : ", ") + step;
+  if (granted) {
+    spdlog::info("admission granted {} MiB on GPU {} to '{}'{} in {:.3f} s: {}", to_mib(job->bytes), job->device,
+                 job->env, done.empty() ? "" : " after it " + done, waited, explanation);
+  } else {
+    spdlog::warn("admission refused {} MiB on GPU {} to '{}'{}: {}", to_mib(job->bytes), job->device, job->env,
+                 done.empty() ? "" : " though it " + done, explanation);
+  }
+  job->answer({{"granted", granted},
+               {"outcome", memory::to_string(outcome)},
+               {"grant", plan.grant_id ? nlohmann::json(*plan.grant_id) : nlohmann::json()},
+               {"bytes", job->bytes},
+               {"device", job->device},
+               {"free", plan.free},
+               {"reserve", plan.reserve},
+               {"pending", plan.pending},
+               {"foreign", plan.foreign},
+               {"grantable", plan.grantable},
+               {"steps", job->steps_done},
+               {"waited_seconds", waited},
+               {"explanation", explanation}});
+  admission_running_ = false;
+  asio::post(io_, [this] { next_admission(); });
+}
+
+}  // namespace isohost::pool

@@ -1,0 +1,182 @@
+// Admission with real workers on a simulated card: each worker writes what it holds into the
+// card's file (tests/python/fixtures_mod/isohost_sim_vram.py), the pool reads it as it would
+// read NVML, and a worker's reserve_vram is granted, made room for, or refused.
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "pool/pool.hpp"
+#include "support/test_support.hpp"
+
+namespace isohost {
+namespace {
+
+using namespace std::chrono_literals;
+using test_support::fixture_config;
+using test_support::process_alive;
+using test_support::TempDir;
+using Json = nlohmann::json;
+
+// A live process that is not the host's: what another program on the card looks like.
+struct ForeignProcess {
+  ForeignProcess() : pid(::fork()) {
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }
+  ~ForeignProcess() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ForeignProcess(const ForeignProcess&) = delete;
+  ForeignProcess& operator=(const ForeignProcess&) = delete;
+  pid_t pid;
+};
+
+class VramAdmission : public ::testing::Test {
+ protected:
+  // A card of `total_mib`, with `foreign_mib` held by a process isohost does not manage.
+  pool::Config card(unsigned total_mib, unsigned foreign_mib = 0) {
+    Json processes = Json::array();
+    if (foreign_mib > 0) processes.push_back({{"pid", foreign.pid}, {"device", 0}, {"used_mib", foreign_mib}});
+    std::ofstream(gpu) << Json{{"devices", {{{"index", 0}, {"name", "simulated"}, {"total_mib", total_mib}}}},
+                               {"processes", processes}}
+                              .dump();
+    auto config = fixture_config({"a", "b", "c"});
+    config.host.simulated_gpu = gpu;
+    config.host.vram_reserve = 0;
+    config.host.admission_wait = 5s;
+    return config;
+  }
+
+  static Json reserve(pool::Pool& pool, const std::string& env, unsigned mib, double keep = 0, double wait_first = 0) {
+    return pool.call(env, "isohost_sim_vram:reserve", {mib, keep, wait_first}).get();
+  }
+
+  ForeignProcess foreign;
+  TempDir dir;
+  std::string gpu = dir.path + "/gpu.json";
+};
+
+TEST_F(VramAdmission, GrantsWhatFitsAtOnce) {
+  pool::Pool pool(card(1000));
+  const auto answer = reserve(pool, "b", 300);
+  EXPECT_TRUE(answer["granted"]);
+  EXPECT_EQ(answer["outcome"], "grant");
+  EXPECT_EQ(answer["free"], 1000u << 20);
+  EXPECT_TRUE(answer["grant"].is_number_unsigned());
+}
+
+TEST_F(VramAdmission, ReleasesAnIdleWorkersCacheThenGrants) {
+  pool::Pool pool(card(1000));
+  const auto a = pool.call("a", "isohost_sim_vram:hold", {gpu, 100, 600}).get().get<pid_t>();
+  const auto answer = reserve(pool, "b", 500);
+  EXPECT_TRUE(answer["granted"]) << answer.dump();
+  EXPECT_EQ(answer["outcome"], "release_then_grant") << answer.dump();
+  EXPECT_EQ(answer["steps"], Json::array({"released 'a'"}));
+  // The released worker lives on, holding only what it uses.
+  EXPECT_EQ(pool.call("a", "isohost_test_funcs:pid").get().get<pid_t>(), a);
+}
+
+TEST_F(VramAdmission, ReapsAnIdleWorkerThenGrantsAndItsNextCallColdStarts) {
+  pool::Pool pool(card(1000));
+  const auto a = pool.call("a", "isohost_sim_vram:hold", {gpu, 700}).get().get<pid_t>();
+  const auto answer = reserve(pool, "b", 500);
+  EXPECT_TRUE(answer["granted"]) << answer.dump();
+  EXPECT_EQ(answer["outcome"], "reap_then_grant") << answer.dump();
+  EXPECT_EQ(answer["steps"], Json::array({"reaped 'a'"}));
+  EXPECT_FALSE(process_alive(a));
+  EXPECT_NE(pool.call("a", "isohost_test_funcs:pid").get().get<pid_t>(), a);
+  for (const auto& w : pool.status().get().workers) {
+    if (w.env == "a") {
+      EXPECT_EQ(w.generation, 2u);
+    }
+  }
+}
+
+TEST_F(VramAdmission, RefusesWhatCannotFitWithTheArithmetic) {
+  pool::Pool pool(card(1000));
+  const auto answer = reserve(pool, "b", 2000);
+  EXPECT_FALSE(answer["granted"]);
+  EXPECT_EQ(answer["outcome"], "refuse");
+  EXPECT_NE(answer["explanation"].get<std::string>().find("need 2000 MiB on GPU 0"), std::string::npos)
+      << answer["explanation"];
+  // The context manager form raises the refusal in the worker.
+  try {
+    pool.call("b", "isohost_sim_vram:reserve_in_context", {2000}).get();
+    FAIL() << "a refused reservation entered its block";
+  } catch (const worker::Error& e) {
+    EXPECT_EQ(e.kind(), worker::ErrorKind::worker_exception);
+    EXPECT_NE(std::string(e.what()).find("VramRefused"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(VramAdmission, ForeignUsageIsNeverCountedFree) {
+  pool::Pool pool(card(1000, 700));
+  const auto answer = reserve(pool, "b", 500);
+  EXPECT_FALSE(answer["granted"]);
+  EXPECT_EQ(answer["foreign"], 700u << 20);
+  EXPECT_NE(answer["explanation"].get<std::string>().find("does not manage"), std::string::npos)
+      << answer["explanation"];
+}
+
+TEST_F(VramAdmission, TwoConcurrentRequestsAreNeverPromisedTheSameBytes) {
+  pool::Pool pool(card(1000));
+  // Both keep their call open without allocating: the first grant stays pending meanwhile.
+  auto b = pool.call("b", "isohost_sim_vram:reserve", {600, 1.0, 0.0});
+  auto c = pool.call("c", "isohost_sim_vram:reserve", {600, 1.0, 0.0});
+  const auto answers = std::vector<Json>{b.get(), c.get()};
+  EXPECT_NE(answers[0]["granted"], answers[1]["granted"]) << answers[0].dump() << "\n" << answers[1].dump();
+  for (const auto& answer : answers) {
+    if (!answer["granted"]) {
+      EXPECT_EQ(answer["pending"], 600u << 20) << answer.dump();
+    }
+  }
+}
+
+TEST_F(VramAdmission, AnUnusedGrantExpiresAndItsBytesAreFreeAgain) {
+  auto config = card(1000);
+  config.host.grant_lifetime = 200ms;
+  pool::Pool pool(std::move(config));
+  auto b = pool.call("b", "isohost_sim_vram:reserve", {600, 2.0, 0.0});
+  const auto c = reserve(pool, "c", 600, 0, 1.0);
+  EXPECT_TRUE(b.get()["granted"]);
+  EXPECT_TRUE(c["granted"]) << c.dump();
+}
+
+TEST_F(VramAdmission, WaitsForABusyWorkerThenReapsIt) {
+  pool::Pool pool(card(1000));
+  auto a = pool.call("a", "isohost_sim_vram:hold_busy", {gpu, 700, 1.0});
+  ASSERT_TRUE(test_support::eventually([&] {
+    std::ifstream in(gpu);
+    return Json::parse(in, nullptr, false).value("processes", Json::array()).size() == 1;
+  }));
+  const auto answer = reserve(pool, "b", 500);
+  a.get();
+  EXPECT_TRUE(answer["granted"]) << answer.dump();
+  EXPECT_EQ(answer["outcome"], "reap_then_grant") << answer.dump();
+}
+
+TEST_F(VramAdmission, PsShowsTheDeviceBooks) {
+  pool::Pool pool(card(1000, 50));
+  pool.call("a", "isohost_sim_vram:hold", {gpu, 100, 200}).get();
+  const auto ps = pool.status_with_memory().get().to_json();
+  ASSERT_EQ(ps["devices"].size(), 1u) << ps.dump();
+  const auto& d = ps["devices"][0];
+  EXPECT_EQ(d["free"], 650u << 20);
+  EXPECT_EQ(d["foreign"], 50u << 20);
+  EXPECT_EQ(d["held"], 100u << 20);
+  EXPECT_EQ(d["reclaimable"], 200u << 20);
+  EXPECT_EQ(d["pending"], 0u);
+  EXPECT_EQ(d["grantable"], 650u << 20);
+}
+
+}  // namespace
+}  // namespace isohost
