@@ -82,7 +82,7 @@ HostSettings parse_host(const toml::table& table, const std::string& source) {
   reject_unknown_keys(table,
                       {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
                        "idle_reap_seconds", "shutdown_grace_seconds", "ram_budget_mb",
-                       "ram_floor_mb"},
+                       "ram_floor_mb", "idle_hibernate_seconds"},
                       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
@@ -92,12 +92,13 @@ HostSettings parse_host(const toml::table& table, const std::string& source) {
   host.shutdown_grace = seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source);
   host.ram_budget = megabytes(table, "ram_budget_mb", source);
   host.ram_floor = megabytes(table, "ram_floor_mb", source);
+  host.idle_hibernate = seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source);
   return host;
 }
 
 EnvironmentConfig parse_environment(const std::string& name, const toml::table& table,
                                     const std::string& source, const std::string& base_dir) {
-  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds"},
+  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds", "hibernate"},
                       "env." + name, source);
   EnvironmentConfig env;
   env.name = name;
@@ -119,6 +120,11 @@ EnvironmentConfig parse_environment(const std::string& name, const toml::table& 
   }
   if (table.contains("call_timeout_seconds")) {
     env.call_timeout = seconds(table, "call_timeout_seconds", {}, source);
+  }
+  if (const auto* node = table.get("hibernate")) {
+    const auto value = node->value_exact<bool>();
+    if (!value) throw config_error(source, node->source(), "'hibernate' must be true or false");
+    env.hibernate = *value;
   }
   return env;
 }

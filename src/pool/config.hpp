@@ -36,6 +36,9 @@ struct HostSettings {
   std::uint64_t ram_floor = 0;
   // Between the shutdown frame and the kill.
   std::chrono::milliseconds shutdown_grace{5'000};
+  // A worker idle this long is hibernated (its GPU state moved into its host RAM) where the
+  // driver allows; zero: never on a timer (docs/hibernation.md says why that is the default).
+  std::chrono::milliseconds idle_hibernate{0};
 };
 
 struct EnvironmentConfig {
@@ -46,6 +49,8 @@ struct EnvironmentConfig {
   std::map<std::string, std::string> env;
   // Overrides [host] call_timeout_seconds for this environment.
   std::optional<std::chrono::milliseconds> call_timeout;
+  // False: this environment's worker is never hibernated (by timer, request or admission).
+  bool hibernate = true;
 };
 
 struct Config {

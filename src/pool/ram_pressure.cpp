@@ -17,6 +17,7 @@ using worker::WorkerState;
 memory::WorkerState memory_state(WorkerState state) {
   switch (state) {
     case WorkerState::ready: return memory::WorkerState::idle;
+    case WorkerState::hibernated: return memory::WorkerState::idle;  // and holding its VRAM in RAM
     case WorkerState::starting: return memory::WorkerState::starting;
     default: return memory::WorkerState::busy;
   }
