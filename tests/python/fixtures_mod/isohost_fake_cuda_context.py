@@ -59,3 +59,14 @@ def compute(x):
 
 def calls_while_locked():
     return _calls_while_locked
+
+
+def break_cuda():
+    """Every later CUDA call raises, so a test sees at once whether one was made."""
+    def locked(*args, **kwargs):
+        raise RuntimeError("CUDA is locked")
+    cuda = sys.modules["torch"].cuda
+    for name in ("current_device", "memory_reserved", "memory_allocated", "max_memory_reserved",
+                 "max_memory_allocated"):
+        setattr(cuda, name, locked)
+    return True
