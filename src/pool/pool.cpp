@@ -61,7 +61,9 @@ nlohmann::json PoolStatus::to_json() const {
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
       // Reclaimable: the allocator's cache, which release gives back.
-      const auto allocator = w.report.value("allocator", nlohmann::json());
+      // A worker that did not answer (it died, or its call holds the GIL) has no report.
+      const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
+      const auto allocator = report.value("allocator", nlohmann::json());
       const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
       const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
       entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
@@ -69,7 +71,7 @@ nlohmann::json PoolStatus::to_json() const {
                                            : nlohmann::json();
       entry["fixed_ram"] = optional_json(w.pss_at_ready);
       entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
-      entry["cuda_initialized"] = w.report.value("cuda_initialized", false);
+      entry["cuda_initialized"] = report.value("cuda_initialized", false);
     }
     if (w.hibernation) entry["hibernation"] = w.hibernation->to_json();
     workers_json.push_back(std::move(entry));
@@ -223,7 +225,8 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     std::vector<ProcessQuery> queries{{::getpid(), false}};
     // A hibernated worker's context is in its host RAM: it holds no VRAM whatever its report says.
     for (const auto& w : status.workers) {
-      queries.push_back({w.pid, w.report.value("cuda_initialized", false) && !w.hibernation});
+      const bool cuda = w.report.is_object() && w.report.value("cuda_initialized", false);
+      queries.push_back({w.pid, cuda && !w.hibernation});
     }
     auto figures = sampler_->sample(queries);
     status.host_memory = figures[0];

@@ -57,13 +57,43 @@ def alive(pid):
         return False
 
 
+BUSY_MODULE = """
+import threading, time, torch
+_state = {"stop": False, "rounds": 0}
+
+def start(seconds):
+    a = torch.randn(8192, 8192, device="cuda")
+    def loop():
+        end = time.time() + seconds
+        while time.time() < end and not _state["stop"]:
+            for _ in range(20):
+                a @ a
+            torch.cuda.synchronize()
+            _state["rounds"] += 1
+    threading.Thread(target=loop, daemon=True).start()
+    return True
+
+def rounds():
+    return _state["rounds"]
+
+def stop():
+    _state["stop"] = True
+    return _state["rounds"]
+"""
+
+
 class Host:
     def __init__(self, tmp):
         self.socket = os.path.join(tmp, "control.sock")
         config = os.path.join(tmp, "isohost.toml")
         with open(config, "w") as f:
             f.write('[host]\nidle_release_seconds = 0\n'
-                    '[env.gpu]\npython = "python3"\n[env.bare]\npython = "python3"\n')
+                    '[env.gpu]\npython = "python3"\n[env.bare]\npython = "python3"\n'
+                    '[env.busy]\npython = "python3"\npath = ["%s"]\n' % tmp)
+        # A worker whose own thread keeps the GPU busy between calls: the driver's lock must
+        # time out (CUDA_ERROR_NOT_READY) and leave it running.
+        with open(os.path.join(tmp, "gpu_busy.py"), "w") as f:
+            f.write(BUSY_MODULE)
         self.log = open(os.path.join(tmp, "host.log"), "w")
         self.process = subprocess.Popen([ISOHOST, "--log-level", "info", "serve", "--config", config,
                                          "--socket", self.socket], stdout=self.log, stderr=self.log)
@@ -75,8 +105,8 @@ class Host:
         return subprocess.run([ISOHOST, *args, "--socket", self.socket], capture_output=True, text=True,
                               timeout=timeout)
 
-    def call(self, env, function, args="[]"):
-        done = self.cli("call", env, "isohost_worker.stages:" + function, "--args", args)
+    def call(self, env, function, args="[]", module="isohost_worker.stages"):
+        done = self.cli("call", env, module + ":" + function, "--args", args)
         if done.returncode != 0:
             raise RuntimeError("call %s failed: %s" % (function, done.stderr))
         return json.loads(done.stdout)
@@ -177,6 +207,18 @@ def main_checks(tmp):
               refusal.get("hibernated") is False and "no CUDA context" in refusal.get("reason", ""),
               json.dumps(refusal))
 
+        host.call("busy", "start", "[60]", module="gpu_busy")
+        time.sleep(1)
+        refused = host.op("hibernate", "busy")
+        before_rounds = host.call("busy", "rounds", module="gpu_busy")
+        time.sleep(1)
+        after_rounds = host.call("busy", "stop", module="gpu_busy")
+        check("a worker whose thread keeps the GPU busy is not hibernated: the lock times out, it runs on",
+              refused.get("hibernated") is False and "CUDA_ERROR_NOT_READY" in refused.get("reason", "")
+              and after_rounds > before_rounds and host.worker("busy")["state"] == "ready",
+              "%s; rounds %s then %s" % (json.dumps(refused), before_rounds, after_rounds))
+        host.op("reap", "busy")
+
         # A hibernated worker reaped: gone at once, not woken, nothing left on the card.
         assert host.op("hibernate", "gpu").get("hibernated") is True
         reaped = host.op("reap", "gpu")
@@ -217,15 +259,22 @@ def main_checks(tmp):
             host.process.wait()
         host.log.close()
         with open(os.path.join(tmp, "host.log")) as f:
-            lines = [l.rstrip() for l in f if "hibernated worker" in l or "woke worker" in l]
-        print("host log (first and last hibernation lines):")
-        for line in lines[:3] + lines[-2:]:
+            lines = [l.rstrip() for l in f]
+        marked = [l for l in lines if "hibernated worker" in l or "woke worker" in l or "not hibernated" in l]
+        print("host log, hibernation lines (first 3, last 3):")
+        for line in marked[:3] + marked[-3:]:
+            print("  " + line)
+        print("host log, last 8 lines:")
+        for line in lines[-8:]:
             print("  " + line)
 
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
-        main_checks(tmp)
+        try:
+            main_checks(tmp)
+        except Exception as e:  # a broken step is a failed check, and the rest is reported
+            check("checks ran to the end", False, "%s: %s" % (type(e).__name__, e))
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
     sys.exit(0 if passed == len(results) else 1)

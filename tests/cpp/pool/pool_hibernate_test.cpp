@@ -249,6 +249,10 @@ TEST_F(Hibernate, AHibernatedWorkerKilledFromOutsideIsReplaced) {
   const pid_t pid = pool->call("g", kContext).get()["pid"];
   ASSERT_EQ(hibernate(*pool)["hibernated"], true);
   ::kill(pid, SIGKILL);
+  // ps at that moment: the worker cannot answer its side lane, and ps shows it without a report.
+  auto ps = pool->status_with_memory();
+  ASSERT_EQ(ps.wait_for(3s), std::future_status::ready);
+  EXPECT_TRUE(ps.get().to_json()["workers"].is_array());
   ASSERT_TRUE(eventually([&] { return pool->status().get().workers.empty(); }));
   EXPECT_NE(pool->call("g", "isohost_test_funcs:pid").get(), pid);
   EXPECT_EQ(worker_of(*pool).generation, 2U);
