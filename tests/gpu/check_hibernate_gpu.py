@@ -207,16 +207,22 @@ def main_checks(tmp):
               refusal.get("hibernated") is False and "no CUDA context" in refusal.get("reason", ""),
               json.dumps(refusal))
 
+        # Measured on the H200 (bench/results/h200-2026-12-02/hibernate-checks.txt): the lock is
+        # taken between the thread's CUDA calls (7 ms), the thread then blocks in its next call
+        # until the wake, and runs on; a lock asked for behind seconds of queued kernels times out
+        # with CUDA_ERROR_NOT_READY instead (reference/measurements.md). Either is correct.
         host.call("busy", "start", "[60]", module="gpu_busy")
         time.sleep(1)
-        refused = host.op("hibernate", "busy")
-        before_rounds = host.call("busy", "rounds", module="gpu_busy")
+        answer = host.op("hibernate", "busy")
+        before_rounds = host.call("busy", "rounds", module="gpu_busy")  # wakes it if hibernated
         time.sleep(1)
         after_rounds = host.call("busy", "stop", module="gpu_busy")
-        check("a worker whose thread keeps the GPU busy is not hibernated: the lock times out, it runs on",
-              refused.get("hibernated") is False and "CUDA_ERROR_NOT_READY" in refused.get("reason", "")
-              and after_rounds > before_rounds and host.worker("busy")["state"] == "ready",
-              "%s; rounds %s then %s" % (json.dumps(refused), before_rounds, after_rounds))
+        taken = answer.get("hibernated") is True
+        timed_out = answer.get("hibernated") is False and "CUDA_ERROR_NOT_READY" in answer.get("reason", "")
+        check("a worker whose own thread keeps launching GPU work is hibernated between its calls or "
+              "refused with NOT_READY, and its thread runs on after",
+              (taken or timed_out) and after_rounds > before_rounds and host.worker("busy")["state"] == "ready",
+              "%s; rounds %s then %s" % (json.dumps(answer), before_rounds, after_rounds))
         host.op("reap", "busy")
 
         # A hibernated worker reaped: gone at once, not woken, nothing left on the card.
