@@ -5,7 +5,7 @@
 # BINARY is a stripped isohost with its python/ beside it (bench/gpu/prepare.sh makes .gpu/).
 set -uo pipefail
 bin=$(realpath "$1")
-out=${2:-bench/results/gpu}
+out=$(realpath -m "${2:-bench/results/gpu}")
 mkdir -p "$out"
 cd "$(dirname "$0")/../.."
 {

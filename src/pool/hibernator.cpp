@@ -26,6 +26,17 @@ std::string call_failed(const char* call, pid_t pid, const CudaResult& r) {
   return fmt::format("{}({}) failed: {}", call, pid, r.name);
 }
 
+// After a step the driver must say the process is in `expected`; else why not (it may be FAILED).
+std::optional<std::string> state_is_not(const proc::CudaCheckpoint& driver, pid_t pid, CudaProcessState expected,
+                                        const char* step) {
+  CudaProcessState state{};
+  const auto r = driver.state(pid, state);
+  if (!r.ok()) return call_failed("cuCheckpointProcessGetState", pid, r);
+  if (state == expected) return std::nullopt;
+  return fmt::format("after the {} pid {} is {}, not {}", step, pid, proc::cuda_process_state_name(state),
+                     proc::cuda_process_state_name(expected));
+}
+
 }  // namespace
 
 Hibernator::Hibernator(asio::io_context& io, HibernatorOptions options)
@@ -112,11 +123,8 @@ DriverOutcome Hibernator::do_hibernate(pid_t pid) {
     return outcome(DriverOutcome::Kind::failed, call_failed("cuCheckpointProcessCheckpoint", pid, r));
   }
   result.second_ms = ms_since(start);
-  if (auto r = driver_->state(pid, state); !r.ok() || state != CudaProcessState::checkpointed) {
-    return outcome(DriverOutcome::Kind::failed,
-                   r.ok() ? fmt::format("after the checkpoint pid {} is {}, not CHECKPOINTED", pid,
-                                        proc::cuda_process_state_name(state))
-                          : call_failed("cuCheckpointProcessGetState", pid, r));
+  if (auto wrong = state_is_not(*driver_, pid, CudaProcessState::checkpointed, "checkpoint")) {
+    return outcome(DriverOutcome::Kind::failed, *wrong);
   }
   return result;
 }
@@ -133,12 +141,8 @@ DriverOutcome Hibernator::do_wake(pid_t pid) {
     return outcome(DriverOutcome::Kind::failed, call_failed("cuCheckpointProcessUnlock", pid, r));
   }
   result.second_ms = ms_since(start);
-  CudaProcessState state{};
-  if (auto r = driver_->state(pid, state); !r.ok() || state != CudaProcessState::running) {
-    return outcome(DriverOutcome::Kind::failed,
-                   r.ok() ? fmt::format("after the restore pid {} is {}, not RUNNING", pid,
-                                        proc::cuda_process_state_name(state))
-                          : call_failed("cuCheckpointProcessGetState", pid, r));
+  if (auto wrong = state_is_not(*driver_, pid, CudaProcessState::running, "restore")) {
+    return outcome(DriverOutcome::Kind::failed, *wrong);
   }
   return result;
 }
