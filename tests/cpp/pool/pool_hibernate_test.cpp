@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "pool/pool.hpp"
+#include "proc/orphan_sweep.hpp"
 #include "support/test_support.hpp"
 
 namespace isohost::pool {
@@ -309,6 +310,37 @@ TEST_F(Hibernate, ALockRefusedOnTheTimerIsNotRetriedInTheSameIdleSpell) {
   size_t locks = 0;
   for (size_t at = calls.find("lock"); at != std::string::npos; at = calls.find("lock", at + 1)) ++locks;
   EXPECT_EQ(locks, 1U);
+}
+
+TEST_F(Hibernate, CyclesAndFailuresLeaveNoProcessOrDescriptorBehind) {
+  // The stand-in driver stays loaded (as the real one does), so count from a warm start.
+  { auto warm = make_pool(""); warm->call("g", "isohost_test_funcs:pid").get(); (void)hibernate(*warm); }
+  const int fds_before = test_support::open_descriptor_count();
+  {
+    auto pool = make_pool("");
+    for (int i = 0; i < 10; ++i) {
+      pool->call("g", kContext).get();
+      ASSERT_EQ(hibernate(*pool)["hibernated"], true);
+      if (i % 3 == 0) {
+        pool->submit({Request::Kind::reap, "g"}).get();  // ended while hibernated
+      } else {
+        ASSERT_EQ(wake(*pool)["woken"], true);
+      }
+    }
+    pool->call("g", kContext).get();
+    ASSERT_EQ(hibernate(*pool)["hibernated"], true);  // and one left hibernated at shutdown
+  }
+  cuda_.configure("restore=999,locks_dir=" + locks_.path);
+  {
+    auto config = fixture_config({"g"});
+    config.environments["g"].env["ISOHOST_FAKE_CUDA_LOCKS"] = locks_.path;
+    Pool pool(config, PoolOptions{.sweep_orphans = false, .cuda_library = ISOHOST_FAKE_CUDA_PATH});
+    pool.call("g", kContext).get();
+    ASSERT_EQ(hibernate(pool)["hibernated"], true);
+    EXPECT_EQ(call_error(pool.call("g", "isohost_test_funcs:pid")).kind(), ErrorKind::wake_failed);
+  }
+  EXPECT_EQ(test_support::open_descriptor_count(), fds_before);
+  EXPECT_TRUE(test_support::workers_tagged(proc::host_tag()).empty()) << "no worker left";
 }
 
 }  // namespace
