@@ -24,7 +24,8 @@ pool::Config bench_config(const BenchOptions& options) {
   return config;
 }
 
-nlohmann::json stage(pool::Pool& pool, const std::string& function, nlohmann::json args = nlohmann::json::array()) {
+nlohmann::json stage(pool::Pool& pool, const std::string& function,
+                     nlohmann::json args = nlohmann::json::array()) {
   return pool.call(kEnv, "isohost_worker.stages:" + function, std::move(args)).get();
 }
 
@@ -40,9 +41,11 @@ Trip round_trip(pool::Pool& pool) {
   const auto out = pool.submit({pool::Request::Kind::hibernate, kEnv}).get();
   Trip trip{.out_ms = elapsed<std::milli>(start)};
   if (!out.value("hibernated", false)) {
-    throw std::runtime_error("bench hibernate: " + out.value("reason", std::string("not hibernated")));
+    throw std::runtime_error("bench hibernate: " +
+                             out.value("reason", std::string("not hibernated")));
   }
-  trip.moved = out.value("vram_moved", nlohmann::json()).is_number() ? out["vram_moved"].get<double>() : 0;
+  trip.moved =
+      out.value("vram_moved", nlohmann::json()).is_number() ? out["vram_moved"].get<double>() : 0;
   start = Clock::now();
   const auto in = pool.submit({pool::Request::Kind::wake, kEnv}).get();
   trip.in_ms = elapsed<std::milli>(start);
@@ -94,7 +97,8 @@ std::vector<Figure> bench_hibernate(const BenchOptions& options) {
     held = gib << 30;
     for (int i = 0; i < rounds; ++i) {
       const auto trip = round_trip(pool);
-      const double moved_gib = (trip.moved > 0 ? trip.moved : static_cast<double>(held) + context_bytes) / kGiB;
+      const double moved_gib =
+          (trip.moved > 0 ? trip.moved : static_cast<double>(held) + context_bytes) / kGiB;
       out_per_gib.push_back(trip.out_ms / moved_gib);
       in_per_gib.push_back(trip.in_ms / moved_gib);
       if (gib == 4) wake_4gib.push_back(trip.in_ms);
@@ -108,13 +112,16 @@ std::vector<Figure> bench_hibernate(const BenchOptions& options) {
 
   const double context_gib = context_bytes / kGiB;
   return {
-      with_limit(summarize("hibernate.out_per_GiB", "ms", out_per_gib), d2h, "pinned D2H copy per GiB"),
-      with_limit(summarize("hibernate.in_per_GiB", "ms", in_per_gib), h2d, "pinned H2D copy per GiB"),
+      with_limit(summarize("hibernate.out_per_GiB", "ms", out_per_gib), d2h,
+                 "pinned D2H copy per GiB"),
+      with_limit(summarize("hibernate.in_per_GiB", "ms", in_per_gib), h2d,
+                 "pinned H2D copy per GiB"),
       with_limit(summarize("hibernate.context_only_out", "ms", context_out), d2h * context_gib,
                  "pinned D2H of the context"),
       with_limit(summarize("hibernate.context_only_in", "ms", context_in), h2d * context_gib,
                  "pinned H2D of the context"),
-      with_limit(summarize("hibernate.wake_4GiB", "ms", wake_4gib), cold_figure.median, "start.cold_4GiB"),
+      with_limit(summarize("hibernate.wake_4GiB", "ms", wake_4gib), cold_figure.median,
+                 "start.cold_4GiB"),
       cold_figure,
   };
 }

@@ -27,14 +27,17 @@ nlohmann::json optional_bytes(const std::optional<std::uint64_t>& v) {
 }
 
 std::string mib_text(const std::optional<std::uint64_t>& bytes) {
-  return bytes ? fmt::format("{:.0f} MiB", static_cast<double>(*bytes) / 1048576.0) : "an unknown amount";
+  return bytes ? fmt::format("{:.0f} MiB", static_cast<double>(*bytes) / 1048576.0)
+               : "an unknown amount";
 }
 
 std::string mb_text(const std::optional<std::uint64_t>& bytes) {
   return bytes ? fmt::format("{:.0f} MB", static_cast<double>(*bytes) / 1e6) : "? MB";
 }
 
-nlohmann::json not_done(const char* key, std::string reason) { return {{key, false}, {"reason", std::move(reason)}}; }
+nlohmann::json not_done(const char* key, std::string reason) {
+  return {{key, false}, {"reason", std::move(reason)}};
+}
 
 std::string describe(const Worker& w) {
   return fmt::format("worker '{}' (pid {}, generation {})", w.env_name(), w.pid(), w.generation());
@@ -43,16 +46,18 @@ std::string describe(const Worker& w) {
 }  // namespace
 
 nlohmann::json Hibernation::to_json() const {
-  return {{"vram_moved", optional_bytes(vram_moved)},
-          {"ram_grown", optional_bytes(ram_grown)},
-          {"seconds", seconds},
-          {"for_seconds", std::chrono::duration<double>(worker::Worker::Clock::now() - since).count()}};
+  return {
+      {"vram_moved", optional_bytes(vram_moved)},
+      {"ram_grown", optional_bytes(ram_grown)},
+      {"seconds", seconds},
+      {"for_seconds", std::chrono::duration<double>(worker::Worker::Clock::now() - since).count()}};
 }
 
 Hibernator& Pool::hibernator() {
   if (!hibernator_) {
     hibernator_ = std::make_unique<Hibernator>(
-        io_, HibernatorOptions{.library = options_.cuda_library, .lock_timeout = options_.hibernate_lock_timeout});
+        io_, HibernatorOptions{.library = options_.cuda_library,
+                               .lock_timeout = options_.hibernate_lock_timeout});
   }
   return *hibernator_;
 }
@@ -76,7 +81,10 @@ std::optional<std::string> Pool::cannot_hibernate(const Slot& slot) const {
 void Pool::begin_hibernation(Slot& slot, Handler done) {
   auto w = slot.worker;
   if (w->state() == WorkerState::hibernated) {
-    done(Outcome::success({{"hibernated", true}, {"already", true}, {"pid", w->pid()}, {"generation", w->generation()}}));
+    done(Outcome::success({{"hibernated", true},
+                           {"already", true},
+                           {"pid", w->pid()},
+                           {"generation", w->generation()}}));
     return;
   }
   if (auto why = cannot_hibernate(slot)) {
@@ -91,7 +99,8 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
   // The worker's report, taken before the lock; from here it answers `memory` from that copy.
   w->query("hibernating", [this, &slot, w, record, done = std::move(done)](Outcome report) mutable {
     if (slot.worker != w || w->state() != WorkerState::hibernating) {
-      done(Outcome::success(not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+      done(Outcome::success(
+          not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
       return;
     }
     const bool cuda = report.ok() && report.value().value("cuda_initialized", false);
@@ -101,15 +110,18 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
     if (!cuda && sample.vram_method != "nvml") {
       w->mark_awake();
       w->query("woken", [](Outcome) {});
-      done(Outcome::success(not_done("hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
+      done(Outcome::success(not_done(
+          "hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
       pump(slot);
       return;
     }
     record.vram_moved = sample.vram;
     const auto rss_before = rss_of(w->pid());
-    hibernator().hibernate(w->pid(), [this, &slot, w, record, rss_before, done = std::move(done)](DriverOutcome outcome) mutable {
+    hibernator().hibernate(w->pid(), [this, &slot, w, record, rss_before,
+                                      done = std::move(done)](DriverOutcome outcome) mutable {
       const auto rss_after = rss_of(w->pid());
-      if (rss_before && rss_after) record.ram_grown = *rss_after > *rss_before ? *rss_after - *rss_before : 0;
+      if (rss_before && rss_after)
+        record.ram_grown = *rss_after > *rss_before ? *rss_after - *rss_before : 0;
       finish_hibernation(slot, w, record, std::move(outcome), std::move(done));
     });
   });
@@ -119,7 +131,8 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
                               DriverOutcome outcome, Handler done) {
   if (slot.worker != w || w->state() != WorkerState::hibernating) {
     // Killed meanwhile (shutdown, reap, crash): its exit has been handled.
-    done(Outcome::success(not_done("hibernated", describe(*w) + " ended while it was being hibernated")));
+    done(Outcome::success(
+        not_done("hibernated", describe(*w) + " ended while it was being hibernated")));
     return;
   }
   using Kind = DriverOutcome::Kind;
@@ -135,17 +148,19 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
     w->mark_awake();
     w->query("woken", [](Outcome) {});
     spdlog::info("{} was not hibernated: {}", describe(*w), outcome.message);
-    done(Outcome::success(not_done("hibernated", describe(*w) + " was not hibernated: " + outcome.message)));
+    done(Outcome::success(
+        not_done("hibernated", describe(*w) + " was not hibernated: " + outcome.message)));
     pump(slot);
     return;
   }
   w->mark_hibernated();
   record.seconds = outcome.seconds;
   slot.hibernation = record;
-  spdlog::info("hibernated {}: {} of VRAM moved into its host RAM (RSS +{}) in {:.3f} s (lock {:.1f} ms, "
-               "checkpoint {:.0f} ms)",
-               describe(*w), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
-               outcome.first_ms, outcome.second_ms);
+  spdlog::info(
+      "hibernated {}: {} of VRAM moved into its host RAM (RSS +{}) in {:.3f} s (lock {:.1f} ms, "
+      "checkpoint {:.0f} ms)",
+      describe(*w), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
+      outcome.first_ms, outcome.second_ms);
   done(Outcome::success({{"hibernated", true},
                          {"pid", w->pid()},
                          {"generation", w->generation()},
@@ -161,16 +176,19 @@ void Pool::begin_wake(Slot& slot, Handler done) {
   auto w = slot.worker;
   if (w->state() != WorkerState::hibernated) {
     if (done) {
-      done(Outcome::success(not_done("woken", describe(*w) + " is " + worker::worker_state_name(w->state()) +
-                                                  ", not hibernated")));
+      done(Outcome::success(not_done(
+          "woken",
+          describe(*w) + " is " + worker::worker_state_name(w->state()) + ", not hibernated")));
     }
     return;
   }
   w->mark_waking();
   const auto rss_before = rss_of(w->pid());
-  hibernator().wake(w->pid(), [this, &slot, w, rss_before, done = std::move(done)](DriverOutcome outcome) mutable {
+  hibernator().wake(w->pid(), [this, &slot, w, rss_before,
+                               done = std::move(done)](DriverOutcome outcome) mutable {
     if (slot.worker != w || w->state() != WorkerState::waking) {
-      if (done) done(Outcome::success(not_done("woken", describe(*w) + " ended while it was being woken")));
+      if (done)
+        done(Outcome::success(not_done("woken", describe(*w) + " ended while it was being woken")));
       return;
     }
     finish_wake(slot, w, std::move(outcome), rss_before, std::move(done));
@@ -180,8 +198,9 @@ void Pool::begin_wake(Slot& slot, Handler done) {
 void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutcome outcome,
                        std::optional<std::uint64_t> rss_before, Handler done) {
   if (outcome.kind != DriverOutcome::Kind::done) {
-    Error error(ErrorKind::wake_failed, describe(*w) + " could not be woken: " + outcome.message +
-                                            "; it was retired and the next call starts a fresh worker");
+    Error error(ErrorKind::wake_failed,
+                describe(*w) + " could not be woken: " + outcome.message +
+                    "; it was retired and the next call starts a fresh worker");
     spdlog::error("{}", error.what());
     w->kill(error);
     if (done) {
@@ -201,10 +220,11 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
   slot.hibernation.reset();
   w->mark_awake();
   w->query("woken", [](Outcome) {});
-  spdlog::info("woke {}: {} of VRAM restored from its host RAM (RSS -{}) in {:.3f} s (restore {:.0f} ms, "
-               "unlock {:.1f} ms)",
-               describe(*w), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
-               outcome.second_ms);
+  spdlog::info(
+      "woke {}: {} of VRAM restored from its host RAM (RSS -{}) in {:.3f} s (restore {:.0f} ms, "
+      "unlock {:.1f} ms)",
+      describe(*w), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
+      outcome.second_ms);
   if (done) {
     done(Outcome::success({{"woken", true},
                            {"pid", w->pid()},
@@ -223,7 +243,8 @@ void Pool::hibernate_idle(Slot& slot) {
   begin_hibernation(slot, [name](Outcome outcome) {
     if (!outcome.ok()) return;  // logged where it failed
     if (!outcome.value().value("hibernated", false)) {
-      spdlog::info("idle hibernation of '{}' skipped: {}", name, outcome.value().value("reason", std::string()));
+      spdlog::info("idle hibernation of '{}' skipped: {}", name,
+                   outcome.value().value("reason", std::string()));
     }
   });
 }

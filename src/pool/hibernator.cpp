@@ -2,8 +2,8 @@
 
 #include <asio/post.hpp>
 
-#include <optional>
 #include <fmt/format.h>
+#include <optional>
 
 #include "proc/cuda_checkpoint.hpp"
 
@@ -27,14 +27,14 @@ std::string call_failed(const char* call, pid_t pid, const CudaResult& r) {
 }
 
 // After a step the driver must say the process is in `expected`; else why not (it may be FAILED).
-std::optional<std::string> state_is_not(const proc::CudaCheckpoint& driver, pid_t pid, CudaProcessState expected,
-                                        const char* step) {
+std::optional<std::string> state_is_not(const proc::CudaCheckpoint& driver, pid_t pid,
+                                        CudaProcessState expected, const char* step) {
   CudaProcessState state{};
   const auto r = driver.state(pid, state);
   if (!r.ok()) return call_failed("cuCheckpointProcessGetState", pid, r);
   if (state == expected) return std::nullopt;
-  return fmt::format("after the {} pid {} is {}, not {}", step, pid, proc::cuda_process_state_name(state),
-                     proc::cuda_process_state_name(expected));
+  return fmt::format("after the {} pid {} is {}, not {}", step, pid,
+                     proc::cuda_process_state_name(state), proc::cuda_process_state_name(expected));
 }
 
 }  // namespace
@@ -79,7 +79,8 @@ void Hibernator::run() {
     const auto start = Clock::now();
     auto result = carry_out(*job);
     result.seconds = ms_since(start) / 1000.0;
-    asio::post(io_, [done = std::move(job->done), result = std::move(result), work = std::move(job->work)]() mutable {
+    asio::post(io_, [done = std::move(job->done), result = std::move(result),
+                     work = std::move(job->work)]() mutable {
       done(std::move(result));
       work.reset();
     });
@@ -100,27 +101,33 @@ DriverOutcome Hibernator::carry_out(const Job& job) {
 DriverOutcome Hibernator::do_hibernate(pid_t pid) {
   CudaProcessState state{};
   if (auto r = driver_->state(pid, state); !r.ok()) {
-    return outcome(DriverOutcome::Kind::unavailable,
-                   fmt::format("the driver does not know pid {} as a CUDA process ({})", pid, r.name));
+    return outcome(
+        DriverOutcome::Kind::unavailable,
+        fmt::format("the driver does not know pid {} as a CUDA process ({})", pid, r.name));
   }
   if (state != CudaProcessState::running) {
     return outcome(DriverOutcome::Kind::unavailable,
-                   fmt::format("pid {} is {} in the driver, not RUNNING", pid, proc::cuda_process_state_name(state)));
+                   fmt::format("pid {} is {} in the driver, not RUNNING", pid,
+                               proc::cuda_process_state_name(state)));
   }
   DriverOutcome result;
   auto start = Clock::now();
   if (auto r = driver_->lock(pid, options_.lock_timeout); !r.ok()) {
     if (r.not_ready()) {
-      return outcome(DriverOutcome::Kind::not_idle,
-                     fmt::format("its CUDA work did not pause within the lock's {} ms ({}); it runs on unharmed",
-                                 options_.lock_timeout.count(), r.name));
+      return outcome(
+          DriverOutcome::Kind::not_idle,
+          fmt::format(
+              "its CUDA work did not pause within the lock's {} ms ({}); it runs on unharmed",
+              options_.lock_timeout.count(), r.name));
     }
-    return outcome(DriverOutcome::Kind::unavailable, call_failed("cuCheckpointProcessLock", pid, r));
+    return outcome(DriverOutcome::Kind::unavailable,
+                   call_failed("cuCheckpointProcessLock", pid, r));
   }
   result.first_ms = ms_since(start);
   start = Clock::now();
   if (auto r = driver_->checkpoint(pid); !r.ok()) {
-    return outcome(DriverOutcome::Kind::failed, call_failed("cuCheckpointProcessCheckpoint", pid, r));
+    return outcome(DriverOutcome::Kind::failed,
+                   call_failed("cuCheckpointProcessCheckpoint", pid, r));
   }
   result.second_ms = ms_since(start);
   if (auto wrong = state_is_not(*driver_, pid, CudaProcessState::checkpointed, "checkpoint")) {

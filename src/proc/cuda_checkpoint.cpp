@@ -48,17 +48,25 @@ struct CudaCheckpoint::Symbols {
 
 const char* cuda_process_state_name(CudaProcessState state) {
   switch (state) {
-    case CudaProcessState::running: return "RUNNING";
-    case CudaProcessState::locked: return "LOCKED";
-    case CudaProcessState::checkpointed: return "CHECKPOINTED";
-    case CudaProcessState::failed: return "FAILED";
-    case CudaProcessState::checkpointing: return "CHECKPOINTING";
-    case CudaProcessState::restoring: return "RESTORING";
+    case CudaProcessState::running:
+      return "RUNNING";
+    case CudaProcessState::locked:
+      return "LOCKED";
+    case CudaProcessState::checkpointed:
+      return "CHECKPOINTED";
+    case CudaProcessState::failed:
+      return "FAILED";
+    case CudaProcessState::checkpointing:
+      return "CHECKPOINTING";
+    case CudaProcessState::restoring:
+      return "RESTORING";
   }
   return "UNKNOWN";
 }
 
-bool CudaResult::not_ready() const { return code == CUDA_ERROR_NOT_READY || code == CUDA_ERROR_TIMEOUT; }
+bool CudaResult::not_ready() const {
+  return code == CUDA_ERROR_NOT_READY || code == CUDA_ERROR_TIMEOUT;
+}
 
 std::string cuda_version_text(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
@@ -75,7 +83,9 @@ CudaCheckpointOpen CudaCheckpoint::open(const std::string& library) {
   auto symbols = std::make_shared<Symbols>();
   symbols->get_error_name = symbol<GetErrorNameFn>(handle, "cuGetErrorName");
   if (init == nullptr || get_version == nullptr || symbols->get_error_name == nullptr) {
-    return {nullptr, library + " is not a CUDA driver (it lacks cuInit, cuDriverGetVersion or cuGetErrorName)"};
+    return {
+        nullptr,
+        library + " is not a CUDA driver (it lacks cuInit, cuDriverGetVersion or cuGetErrorName)"};
   }
   int version = 0;
   get_version(&version);
@@ -84,11 +94,13 @@ CudaCheckpointOpen CudaCheckpoint::open(const std::string& library) {
   symbols->restore = symbol<PidArgsFn>(handle, "cuCheckpointProcessRestore");
   symbols->unlock = symbol<PidArgsFn>(handle, "cuCheckpointProcessUnlock");
   symbols->get_state = symbol<GetStateFn>(handle, "cuCheckpointProcessGetState");
-  for (const auto& [fn, name] : {std::pair<void*, const char*>{reinterpret_cast<void*>(symbols->lock), "cuCheckpointProcessLock"},
-                                 {reinterpret_cast<void*>(symbols->checkpoint), "cuCheckpointProcessCheckpoint"},
-                                 {reinterpret_cast<void*>(symbols->restore), "cuCheckpointProcessRestore"},
-                                 {reinterpret_cast<void*>(symbols->unlock), "cuCheckpointProcessUnlock"},
-                                 {reinterpret_cast<void*>(symbols->get_state), "cuCheckpointProcessGetState"}}) {
+  for (const auto& [fn, name] :
+       {std::pair<void*, const char*>{reinterpret_cast<void*>(symbols->lock),
+                                      "cuCheckpointProcessLock"},
+        {reinterpret_cast<void*>(symbols->checkpoint), "cuCheckpointProcessCheckpoint"},
+        {reinterpret_cast<void*>(symbols->restore), "cuCheckpointProcessRestore"},
+        {reinterpret_cast<void*>(symbols->unlock), "cuCheckpointProcessUnlock"},
+        {reinterpret_cast<void*>(symbols->get_state), "cuCheckpointProcessGetState"}}) {
     if (fn == nullptr) {
       return {nullptr, "the CUDA driver (CUDA " + cuda_version_text(version) + ") lacks " + name +
                            ": hibernation needs a driver for CUDA 12.8 or later (R570+)"};
@@ -98,7 +110,8 @@ CudaCheckpointOpen CudaCheckpoint::open(const std::string& library) {
   // context (contexts are made by cuCtxCreate or the runtime's first device call, never here).
   std::shared_ptr<const Symbols> ready = std::move(symbols);
   CudaCheckpoint probe(ready, version);
-  if (const auto r = probe.result(init(0)); !r.ok()) return {nullptr, "cuInit(0) failed: " + r.name};
+  if (const auto r = probe.result(init(0)); !r.ok())
+    return {nullptr, "cuInit(0) failed: " + r.name};
   return {std::unique_ptr<CudaCheckpoint>(new CudaCheckpoint(std::move(ready), version)), ""};
 }
 

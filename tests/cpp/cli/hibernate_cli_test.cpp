@@ -50,16 +50,18 @@ class HibernateCli : public ::testing::Test {
  protected:
   void SetUp() override {
     std::ofstream(dir_.path + "/isohost.toml")
-        << "[env.g]\npython = \"" << ISOHOST_TEST_PYTHON << "\"\npath = [\"" << ISOHOST_TEST_MODULES_DIR
-        << "\"]\nenv = { ISOHOST_FAKE_CUDA_LOCKS = \"" << dir_.path << "\" }\n";
+        << "[env.g]\npython = \"" << ISOHOST_TEST_PYTHON << "\"\npath = [\""
+        << ISOHOST_TEST_MODULES_DIR << "\"]\nenv = { ISOHOST_FAKE_CUDA_LOCKS = \"" << dir_.path
+        << "\" }\n";
     socket_ = dir_.path + "/control.sock";
-    host_ = proc::spawn({.program = ISOHOST_BINARY,
-                         .argv = {ISOHOST_BINARY, "--log-level", "warn", "serve", "--config",
-                                  dir_.path + "/isohost.toml", "--socket", socket_},
-                         .env = proc::scrubbed_environment({{"ISOHOST_CUDA_LIBRARY", ISOHOST_FAKE_CUDA_PATH},
-                                                            {"ISOHOST_FAKE_CUDA", "locks_dir=" + dir_.path},
-                                                            {"ISOHOST_FAKE_CUDA_LOG", dir_.path + "/calls"}}),
-                         .fds = {{2, 2}}});
+    host_ = proc::spawn(
+        {.program = ISOHOST_BINARY,
+         .argv = {ISOHOST_BINARY, "--log-level", "warn", "serve", "--config",
+                  dir_.path + "/isohost.toml", "--socket", socket_},
+         .env = proc::scrubbed_environment({{"ISOHOST_CUDA_LIBRARY", ISOHOST_FAKE_CUDA_PATH},
+                                            {"ISOHOST_FAKE_CUDA", "locks_dir=" + dir_.path},
+                                            {"ISOHOST_FAKE_CUDA_LOG", dir_.path + "/calls"}}),
+         .fds = {{2, 2}}});
     ASSERT_TRUE(eventually([&] { return run(cli("ps")).status == 0; }, 10s));
   }
   void TearDown() override {
@@ -68,7 +70,9 @@ class HibernateCli : public ::testing::Test {
       proc::reap(host_.pidfd.get());
     }
   }
-  std::string cli(const std::string& args) { return std::string(ISOHOST_BINARY) + " " + args + " --socket " + socket_; }
+  std::string cli(const std::string& args) {
+    return std::string(ISOHOST_BINARY) + " " + args + " --socket " + socket_;
+  }
 
   test_support::TempDir dir_;
   std::string socket_;
@@ -90,25 +94,29 @@ TEST_F(HibernateCli, HibernateShowsInPsAndWakeRestores) {
   EXPECT_EQ(nlohmann::json::parse(woken.out)["woken"], true);
   const auto again = run(cli("wake g"));
   EXPECT_EQ(again.status, 1) << "a wake that did not happen fails";
-  EXPECT_THAT(again.out, HasSubstr("wake g: worker 'g' (pid " + std::to_string(pid) + ", generation 1) is ready, not hibernated"));
+  EXPECT_THAT(again.out, HasSubstr("wake g: worker 'g' (pid " + std::to_string(pid) +
+                                   ", generation 1) is ready, not hibernated"));
   const auto p = std::to_string(pid);
-  EXPECT_EQ(read_file(dir_.path + "/calls"), "cuInit 0\nstate " + p + "\nlock " + p + " 2000\ncheckpoint " + p +
-                                                 "\nstate " + p + "\nrestore " + p + "\nunlock " + p + "\nstate " + p +
-                                                 "\n");
+  EXPECT_EQ(read_file(dir_.path + "/calls"),
+            "cuInit 0\nstate " + p + "\nlock " + p + " 2000\ncheckpoint " + p + "\nstate " + p +
+                "\nrestore " + p + "\nunlock " + p + "\nstate " + p + "\n");
 }
 
 TEST_F(HibernateCli, BadRequestsAreNamed) {
-  EXPECT_THAT(run(cli("hibernate nope")).out, HasSubstr("UnknownEnvironment: no environment named 'nope'"));
+  EXPECT_THAT(run(cli("hibernate nope")).out,
+              HasSubstr("UnknownEnvironment: no environment named 'nope'"));
   const auto reply = control::send_control_request(socket_, {{"op", "hibernate"}});
   EXPECT_EQ(reply["error"]["kind"], "BadRequest");
-  EXPECT_THAT(reply["error"]["message"].get<std::string>(), HasSubstr("needs a string field 'env'"));
+  EXPECT_THAT(reply["error"]["message"].get<std::string>(),
+              HasSubstr("needs a string field 'env'"));
   const auto none = run(cli("hibernate g"));
   EXPECT_EQ(none.status, 1);
   EXPECT_THAT(none.out, HasSubstr("no worker is running for environment 'g'"));
 }
 
 TEST_F(HibernateCli, AHibernatedWorkerDiesWithAHostKilledHard) {
-  const int pid = nlohmann::json::parse(run(cli("call g isohost_fake_cuda_context:open_context")).out)["pid"];
+  const int pid =
+      nlohmann::json::parse(run(cli("call g isohost_fake_cuda_context:open_context")).out)["pid"];
   ASSERT_EQ(run(cli("hibernate g")).status, 0);
   ::kill(host_.pid, SIGKILL);
   proc::reap(host_.pidfd.get());

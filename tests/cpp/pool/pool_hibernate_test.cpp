@@ -57,7 +57,8 @@ class Hibernate : public ::testing::Test {
                                   std::string library = ISOHOST_FAKE_CUDA_PATH) {
     cuda_.configure(spec + ",locks_dir=" + locks_.path);
     for (auto& [name, env] : config.environments) env.env["ISOHOST_FAKE_CUDA_LOCKS"] = locks_.path;
-    return std::make_unique<Pool>(config, PoolOptions{.sweep_orphans = false, .cuda_library = std::move(library)});
+    return std::make_unique<Pool>(
+        config, PoolOptions{.sweep_orphans = false, .cuda_library = std::move(library)});
   }
 
   static WorkerStatus worker_of(Pool& pool) {
@@ -66,7 +67,9 @@ class Hibernate : public ::testing::Test {
     return workers.at(0);
   }
 
-  static nlohmann::json hibernate(Pool& pool) { return pool.submit({Request::Kind::hibernate, "g"}).get(); }
+  static nlohmann::json hibernate(Pool& pool) {
+    return pool.submit({Request::Kind::hibernate, "g"}).get();
+  }
   static nlohmann::json wake(Pool& pool) { return pool.submit({Request::Kind::wake, "g"}).get(); }
 
   FakeCuda cuda_;
@@ -83,12 +86,13 @@ TEST_F(Hibernate, AnIdleWorkerIsLockedAndCheckpointedThenTheNextCallRestoresItFi
   EXPECT_EQ(status.state, "hibernated");
   ASSERT_TRUE(status.hibernation.has_value());
   const auto p = std::to_string(pid);
-  EXPECT_EQ(cuda_.calls(), "cuInit 0\nstate " + p + "\nlock " + p + " 2000\ncheckpoint " + p + "\nstate " + p + "\n");
+  EXPECT_EQ(cuda_.calls(), "cuInit 0\nstate " + p + "\nlock " + p + " 2000\ncheckpoint " + p +
+                               "\nstate " + p + "\n");
   // The same process answers, woken first: restore, unlock, then the call.
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:compute", {21}).get(), 42);
   EXPECT_EQ(pool->call("g", "isohost_test_funcs:pid").get(), pid);
-  EXPECT_THAT(cuda_.calls(), HasSubstr("checkpoint " + p + "\nstate " + p + "\nrestore " + p + "\nunlock " + p +
-                                       "\nstate " + p + "\n"));
+  EXPECT_THAT(cuda_.calls(), HasSubstr("checkpoint " + p + "\nstate " + p + "\nrestore " + p +
+                                       "\nunlock " + p + "\nstate " + p + "\n"));
   EXPECT_EQ(worker_of(*pool).state, "ready");
   EXPECT_FALSE(worker_of(*pool).hibernation.has_value());
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:calls_while_locked").get(), 0);
@@ -98,9 +102,11 @@ TEST_F(Hibernate, SideLaneQueriesAnswerWhileHibernatedWithoutTouchingCuda) {
   auto pool = make_pool("");
   const pid_t pid = pool->call("g", kContext).get()["pid"];
   ASSERT_EQ(hibernate(*pool)["hibernated"], true);
-  ASSERT_TRUE(std::filesystem::exists(locks_.path + "/" + std::to_string(pid))) << "the stand-in holds it locked";
+  ASSERT_TRUE(std::filesystem::exists(locks_.path + "/" + std::to_string(pid)))
+      << "the stand-in holds it locked";
   auto memory = pool->submit({Request::Kind::query, "g", {{"op", "memory"}}});
-  ASSERT_EQ(memory.wait_for(2s), std::future_status::ready) << "a memory report that touched CUDA would block";
+  ASSERT_EQ(memory.wait_for(2s), std::future_status::ready)
+      << "a memory report that touched CUDA would block";
   const auto report = memory.get();
   EXPECT_EQ(report["hibernated"], true);
   EXPECT_EQ(report["cuda_initialized"], true);
@@ -129,7 +135,8 @@ TEST_F(Hibernate, WithoutADriverItSaysWhy) {
   pool->call("g", kContext).get();
   const auto answer = hibernate(*pool);
   EXPECT_EQ(answer["hibernated"], false);
-  EXPECT_THAT(answer["reason"].get<std::string>(), HasSubstr("/nonexistent/libcuda.so.1 not found (no NVIDIA driver)"));
+  EXPECT_THAT(answer["reason"].get<std::string>(),
+              HasSubstr("/nonexistent/libcuda.so.1 not found (no NVIDIA driver)"));
   EXPECT_EQ(worker_of(*pool).state, "ready");
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:compute", {1}).get(), 2);
 }
@@ -139,14 +146,16 @@ TEST_F(Hibernate, ADriverWithoutTheCheckpointApiIsNamed) {
   pool->call("g", kContext).get();
   const auto answer = hibernate(*pool);
   EXPECT_EQ(answer["hibernated"], false);
-  EXPECT_THAT(answer["reason"].get<std::string>(),
-              HasSubstr("the CUDA driver (CUDA 12.4) lacks cuCheckpointProcessLock: hibernation needs"));
+  EXPECT_THAT(
+      answer["reason"].get<std::string>(),
+      HasSubstr("the CUDA driver (CUDA 12.4) lacks cuCheckpointProcessLock: hibernation needs"));
 }
 
 TEST_F(Hibernate, AFailedCuInitIsNamed) {
   auto pool = make_pool("init=100");
   pool->call("g", kContext).get();
-  EXPECT_THAT(hibernate(*pool)["reason"].get<std::string>(), HasSubstr("cuInit(0) failed: CUDA_ERROR_NO_DEVICE"));
+  EXPECT_THAT(hibernate(*pool)["reason"].get<std::string>(),
+              HasSubstr("cuInit(0) failed: CUDA_ERROR_NO_DEVICE"));
   EXPECT_EQ(worker_of(*pool).state, "ready");
 }
 
@@ -155,12 +164,16 @@ TEST_F(Hibernate, ALockThatTimesOutLeavesTheWorkerServing) {
   const pid_t pid = pool->call("g", kContext).get()["pid"];
   const auto answer = hibernate(*pool);
   EXPECT_EQ(answer["hibernated"], false);
-  EXPECT_THAT(answer["reason"].get<std::string>(), HasSubstr("did not pause within the lock's 2000 ms (CUDA_ERROR_NOT_READY)"));
+  EXPECT_THAT(answer["reason"].get<std::string>(),
+              HasSubstr("did not pause within the lock's 2000 ms (CUDA_ERROR_NOT_READY)"));
   EXPECT_EQ(worker_of(*pool).state, "ready");
   EXPECT_EQ(pool->call("g", "isohost_test_funcs:pid").get(), pid);
   EXPECT_THAT(cuda_.calls(), Not(HasSubstr("checkpoint")));
   // The memory report reads CUDA again once the hibernation was given up.
-  EXPECT_EQ(pool->submit({Request::Kind::query, "g", {{"op", "memory"}}}).get().value("hibernated", false), false);
+  EXPECT_EQ(pool->submit({Request::Kind::query, "g", {{"op", "memory"}}})
+                .get()
+                .value("hibernated", false),
+            false);
 }
 
 TEST_F(Hibernate, ACheckpointErrorRetiresTheWorkerAndTheNextCallGetsAFreshOne) {
@@ -171,10 +184,12 @@ TEST_F(Hibernate, ACheckpointErrorRetiresTheWorkerAndTheNextCallGetsAFreshOne) {
     const auto error = call_error(pool->submit({Request::Kind::hibernate, "g"}));
     EXPECT_EQ(error.kind(), ErrorKind::hibernate_failed);
     EXPECT_STREQ(error.kind_name(), "HibernateFailed");
-    EXPECT_THAT(error.what(), HasSubstr(spec == "checkpoint=999" ? "cuCheckpointProcessCheckpoint(" + std::to_string(pid) +
-                                                                        ") failed: CUDA_ERROR_UNKNOWN"
-                                                                  : "after the checkpoint pid " + std::to_string(pid) +
-                                                                        " is FAILED, not CHECKPOINTED"));
+    EXPECT_THAT(error.what(),
+                HasSubstr(spec == "checkpoint=999"
+                              ? "cuCheckpointProcessCheckpoint(" + std::to_string(pid) +
+                                    ") failed: CUDA_ERROR_UNKNOWN"
+                              : "after the checkpoint pid " + std::to_string(pid) +
+                                    " is FAILED, not CHECKPOINTED"));
     EXPECT_TRUE(eventually([&] { return !process_alive(pid); }));
     EXPECT_NE(pool->call("g", "isohost_test_funcs:pid").get(), pid);
     EXPECT_EQ(worker_of(*pool).generation, 2U);
@@ -216,7 +231,8 @@ TEST_F(Hibernate, RequestsInEveryState) {
   auto hibernating = pool->submit({Request::Kind::hibernate, "g"});
   ASSERT_TRUE(eventually([&] { return worker_of(*pool).state == "hibernating"; }));
   EXPECT_THAT(hibernate(*pool)["reason"].get<std::string>(), HasSubstr("is hibernating, not idle"));
-  EXPECT_THAT(wake(*pool)["reason"].get<std::string>(), HasSubstr("is hibernating, not hibernated"));
+  EXPECT_THAT(wake(*pool)["reason"].get<std::string>(),
+              HasSubstr("is hibernating, not hibernated"));
   auto call = pool->call("g", "isohost_fake_cuda_context:compute", {5});
   EXPECT_EQ(hibernating.get()["hibernated"], true);
   EXPECT_EQ(call.get(), 10);
@@ -240,7 +256,8 @@ TEST_F(Hibernate, AHibernatedWorkerIsReapedWithoutWaking) {
   const pid_t pid = pool->call("g", kContext).get()["pid"];
   ASSERT_EQ(hibernate(*pool)["hibernated"], true);
   EXPECT_EQ(pool->submit({Request::Kind::reap, "g"}).get()["reaped"], true);
-  EXPECT_TRUE(eventually([&] { return !process_alive(pid); }, 2s)) << "ended at once, not after the grace";
+  EXPECT_TRUE(eventually([&] { return !process_alive(pid); }, 2s))
+      << "ended at once, not after the grace";
   EXPECT_THAT(cuda_.calls(), Not(HasSubstr("restore")));
   EXPECT_NE(pool->call("g", "isohost_test_funcs:pid").get(), pid);
 }
@@ -296,7 +313,8 @@ TEST_F(Hibernate, AnIdleWorkerIsHibernatedOnItsTimerOncePerIdleSpell) {
   pool->call("g", kContext).get();
   ASSERT_TRUE(eventually([&] { return worker_of(*pool).state == "hibernated"; }));
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:compute", {2}).get(), 4);
-  ASSERT_TRUE(eventually([&] { return worker_of(*pool).state == "hibernated"; })) << "again after the next call";
+  ASSERT_TRUE(eventually([&] { return worker_of(*pool).state == "hibernated"; }))
+      << "again after the next call";
 }
 
 TEST_F(Hibernate, ALockRefusedOnTheTimerIsNotRetriedInTheSameIdleSpell) {
@@ -308,13 +326,18 @@ TEST_F(Hibernate, ALockRefusedOnTheTimerIsNotRetriedInTheSameIdleSpell) {
   std::this_thread::sleep_for(500ms);  // what must not happen: more attempts; nothing to wait on
   const auto calls = cuda_.calls();
   size_t locks = 0;
-  for (size_t at = calls.find("lock"); at != std::string::npos; at = calls.find("lock", at + 1)) ++locks;
+  for (size_t at = calls.find("lock"); at != std::string::npos; at = calls.find("lock", at + 1))
+    ++locks;
   EXPECT_EQ(locks, 1U);
 }
 
 TEST_F(Hibernate, CyclesAndFailuresLeaveNoProcessOrDescriptorBehind) {
   // The stand-in driver stays loaded (as the real one does), so count from a warm start.
-  { auto warm = make_pool(""); warm->call("g", "isohost_test_funcs:pid").get(); (void)hibernate(*warm); }
+  {
+    auto warm = make_pool("");
+    warm->call("g", "isohost_test_funcs:pid").get();
+    (void)hibernate(*warm);
+  }
   const int fds_before = test_support::open_descriptor_count();
   {
     auto pool = make_pool("");

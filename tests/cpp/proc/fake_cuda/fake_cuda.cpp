@@ -91,7 +91,8 @@ void set_locked(int pid, bool locked) {
 }
 
 // One step of the documented state machine: `from` -> `to` unless the switch names an error.
-[[maybe_unused]] int step(const char* name, int pid, int from, int to, int Switches::*answer_field, bool slow) {
+[[maybe_unused]] int step(const char* name, int pid, int from, int to, int Switches::*answer_field,
+                          bool slow) {
   int delay = 0;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -145,15 +146,33 @@ int cuDriverGetVersion(int* version) {
 
 int cuGetErrorName(int error, const char** name) {
   switch (error) {
-    case success: *name = "CUDA_SUCCESS"; return success;
-    case invalid_value: *name = "CUDA_ERROR_INVALID_VALUE"; return success;
-    case not_initialized: *name = "CUDA_ERROR_NOT_INITIALIZED"; return success;
-    case 100: *name = "CUDA_ERROR_NO_DEVICE"; return success;
-    case illegal_state: *name = "CUDA_ERROR_ILLEGAL_STATE"; return success;
-    case 600: *name = "CUDA_ERROR_NOT_READY"; return success;
-    case 801: *name = "CUDA_ERROR_NOT_SUPPORTED"; return success;
-    case 999: *name = "CUDA_ERROR_UNKNOWN"; return success;
-    default: *name = nullptr; return invalid_value;
+    case success:
+      *name = "CUDA_SUCCESS";
+      return success;
+    case invalid_value:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return success;
+    case not_initialized:
+      *name = "CUDA_ERROR_NOT_INITIALIZED";
+      return success;
+    case 100:
+      *name = "CUDA_ERROR_NO_DEVICE";
+      return success;
+    case illegal_state:
+      *name = "CUDA_ERROR_ILLEGAL_STATE";
+      return success;
+    case 600:
+      *name = "CUDA_ERROR_NOT_READY";
+      return success;
+    case 801:
+      *name = "CUDA_ERROR_NOT_SUPPORTED";
+      return success;
+    case 999:
+      *name = "CUDA_ERROR_UNKNOWN";
+      return success;
+    default:
+      *name = nullptr;
+      return invalid_value;
   }
 }
 
@@ -182,7 +201,9 @@ int cuCheckpointProcessCheckpoint(int pid, void*) {
 int cuCheckpointProcessRestore(int pid, void*) {
   return step("restore", pid, checkpointed, locked, &Switches::restore, true);
 }
-int cuCheckpointProcessUnlock(int pid, void*) { return step("unlock", pid, locked, running, &Switches::unlock, false); }
+int cuCheckpointProcessUnlock(int pid, void*) {
+  return step("unlock", pid, locked, running, &Switches::unlock, false);
+}
 int cuCheckpointProcessGetState(int pid, int* state) {
   std::lock_guard<std::mutex> lock(mutex);
   record("state " + std::to_string(pid));
