@@ -103,7 +103,8 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
           not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
       return;
     }
-    const bool cuda = report.ok() && report.value().value("cuda_initialized", false);
+    const bool cuda = report.ok() && report.value().is_object() &&
+                      report.value().value("cuda_initialized", false);
     if (!sampler_) sampler_ = std::make_unique<MemorySampler>();
     const auto sample = sampler_->sample({{w->pid(), cuda}}).at(0);
     // NVML sees any CUDA user, torch or not; the report sees torch in any pid namespace.
