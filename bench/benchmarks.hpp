@@ -20,5 +20,8 @@ std::vector<Figure> bench_rtt(const BenchOptions& options);
 std::vector<Figure> bench_start(const BenchOptions& options);
 // probe.16_processes (bare workers) and probe.16_processes_torch (each has imported torch).
 std::vector<Figure> bench_probe(const BenchOptions& options);
+// hibernate.out_per_GiB and in_per_GiB beside pinned copies, context_only_out/_in, and
+// wake_4GiB beside start.cold_4GiB (GPU with the driver's checkpoint API only).
+std::vector<Figure> bench_hibernate(const BenchOptions& options);
 
 }  // namespace isohost::bench

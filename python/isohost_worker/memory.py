@@ -14,6 +14,11 @@ import traceback
 _release_callbacks = []
 _report_hook = None
 
+# The report taken as the host began to hibernate this process, or None while awake. Once the
+# host has locked the process in the driver, every CUDA call here blocks until it is restored,
+# and the reader thread that answers `memory` must not block: it answers from this copy.
+_frozen_report = None
+
 
 def on_release(fn):
     """Register `fn()` to run when the host asks this worker to release memory, before
@@ -48,7 +53,26 @@ def torch_version():
         return None
 
 
+def hibernating(request=None):
+    """The host is about to move this process's GPU state into its RAM: report what it holds
+    now, then answer from that copy, touching no CUDA, until `woken`."""
+    global _frozen_report
+    current = report()
+    _frozen_report = dict(current, hibernated=True)
+    return current
+
+
+def woken(request=None):
+    """The host restored this process: reports read CUDA again."""
+    global _frozen_report
+    _frozen_report = None
+    return {"pid": os.getpid()}
+
+
 def report():
+    frozen = _frozen_report
+    if frozen is not None:
+        return frozen
     cuda = _initialised_cuda()
     device = allocator = None
     if cuda is not None:

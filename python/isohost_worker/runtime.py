@@ -42,6 +42,8 @@ class Runtime:
             "ping": (SIDE, self._ping),
             "memory": (SIDE, lambda request: memory.report()),
             "release": (MAIN, lambda request: memory.release()),
+            "hibernating": (SIDE, memory.hibernating),
+            "woken": (SIDE, memory.woken),
             "shutdown": (CONTROL, self._shutdown),
             "answer": (CONTROL, self._answered),
         }

@@ -61,3 +61,73 @@ def drop_tensors():
     _held.clear()
     torch.cuda.empty_cache()
     return {"reserved": torch.cuda.memory_reserved()}
+
+
+def held_checksum():
+    """A checksum of every tensor hold_tensor kept, computed on the card: the same number
+    before and after a hibernation shows the data came back intact."""
+    import torch
+
+    total = 0
+    for t in _held:
+        total += int(t.view(torch.int64).sum().item()) if t.numel() % 8 == 0 else int(t.sum().item())
+    return {"tensors": len(_held), "bytes": sum(t.numel() for t in _held), "checksum": total}
+
+
+def fill_held(seed):
+    """Fill the held tensors with a pattern that depends on `seed`, so a checksum can tell."""
+    import torch
+
+    generator = torch.Generator(device="cuda").manual_seed(int(seed))
+    for t in _held:
+        t.random_(0, 256, generator=generator)
+    torch.cuda.synchronize()
+    return held_checksum()
+
+
+def pinned_copy_ms_per_gib(nbytes, rounds=5):
+    """The bus's own speed for what hibernation moves: median ms per GiB of a copy between a
+    pinned host buffer and the card, each way. The limit `isohost bench hibernate` sets beside
+    the driver's checkpoint (device to host) and restore (host to device)."""
+    import statistics
+
+    import torch
+
+    nbytes = int(nbytes)
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    device = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    device.fill_(1)
+    host.copy_(device)  # warm up both directions
+    device.copy_(host)
+    torch.cuda.synchronize()
+    gib = nbytes / float(1 << 30)
+
+    def timed(dst, src):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / gib
+
+    d2h = [timed(host, device) for _ in range(int(rounds))]
+    h2d = [timed(device, host) for _ in range(int(rounds))]
+    del host, device
+    torch.cuda.empty_cache()
+    return {"d2h": statistics.median(d2h), "h2d": statistics.median(h2d)}
+
+
+def copy_in(nbytes):
+    """What a fresh worker does to reach a warm state: copy `nbytes` from host RAM to the card.
+    The host tensor is made first and not counted; the answer is the copy's own time."""
+    import time
+
+    import torch
+
+    host = torch.ones(int(nbytes), dtype=torch.uint8)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    _held.append(host.to("cuda"))
+    torch.cuda.synchronize()
+    return {"copy_ms": (time.perf_counter() - start) * 1000.0}

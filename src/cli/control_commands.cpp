@@ -54,16 +54,19 @@ void print_ps_table(const nlohmann::json& ps) {
         mib(field("reserve")), mib(field("pending")), mib(field("grantable")));
   }
   if (ps.contains("gpu")) std::cout << "GPU: " << cell(ps["gpu"]) << "\n";
-  std::cout << fmt::format("{:<14} {:>8} {:>4} {:<8} {:>8} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}\n", "ENV",
-                           "PID", "GEN", "STATE", "IDLE(s)", "CALLS", "PSS", "PRIVATE", "VRAM", "FIXED-RAM",
-                           "FIXED-VRAM", "RECLAIM");
+  std::cout << fmt::format("{:<14} {:>8} {:>4} {:<11} {:>8} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}\n",
+                           "ENV", "PID", "GEN", "STATE", "IDLE(s)", "CALLS", "PSS", "PRIVATE", "VRAM", "FIXED-RAM",
+                           "FIXED-VRAM", "RECLAIM", "HIBERNATED");
   for (const auto& w : ps["workers"]) {
     auto field = [&](const char* key) { return w.value(key, nlohmann::json()); };
-    std::cout << fmt::format("{:<14} {:>8} {:>4} {:<8} {:>8.1f} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+    // HIBERNATED: the host RAM a hibernated worker's GPU state now takes (its RSS growth).
+    const auto hibernation = field("hibernation");
+    const auto held = hibernation.is_object() ? mb(hibernation.value("ram_grown", nlohmann::json())) : "-";
+    std::cout << fmt::format("{:<14} {:>8} {:>4} {:<11} {:>8.1f} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}\n",
                              cell(w["env"]), cell(w["pid"]), cell(w["generation"]), cell(w["state"]),
                              w.value("idle_seconds", 0.0), cell(w["calls"]), mb(field("pss")),
                              mb(field("private")), mib(field("vram")), mb(field("fixed_ram")),
-                             mib(field("fixed_vram")), mib(field("reclaimable_vram")));
+                             mib(field("fixed_vram")), mib(field("reclaimable_vram")), held);
   }
   if (ps["workers"].empty()) std::cout << "(no workers running)\n";
 }
@@ -84,14 +87,25 @@ void add_control_commands(CLI::App& app, Commands& commands) {
     }
     return 0;
   });
-  for (const char* op : {"release", "reap"}) {
-    auto* sub = app.add_subcommand(op, std::string(op) == "release"
-                                            ? "Ask an environment's worker to drop its caches"
-                                            : "End an environment's worker once it is idle");
+  const std::pair<const char*, const char*> env_ops[] = {
+      {"release", "Ask an environment's worker to drop its caches"},
+      {"reap", "End an environment's worker once it is idle"},
+      {"hibernate", "Move an idle worker's whole GPU state into its host RAM (docs/hibernation.md)"},
+      {"wake", "Restore a hibernated worker's GPU state without a call"},
+  };
+  for (const auto& [op, help] : env_ops) {
+    auto* sub = app.add_subcommand(op, help);
     sub->add_option("--socket", options->socket, "control socket of a running host")->required();
     sub->add_option("env", options->env, "environment name")->required();
     commands.emplace_back(sub, [options, op] {
-      std::cout << ask(options->socket, {{"op", op}, {"env", options->env}}).dump() << std::endl;
+      const auto answer = ask(options->socket, {{"op", op}, {"env", options->env}});
+      std::cout << answer.dump() << std::endl;
+      // hibernate and wake that did not happen say why, and fail, so scripts can tell.
+      const std::string done = std::string(op) == "hibernate" ? "hibernated" : "woken";
+      if ((std::string(op) == "hibernate" || std::string(op) == "wake") && !answer.value(done, false)) {
+        std::cerr << op << " " << options->env << ": " << answer.value("reason", std::string()) << std::endl;
+        return 1;
+      }
       return 0;
     });
   }

@@ -50,15 +50,17 @@ void handle_request(pool::Pool& pool, const std::string& line,
       reply(success({{"shutting_down", true}}));
       // After the answer is queued, so the client hears it before the socket goes.
       asio::post(pool.io(), [&pool] { pool.request_shutdown(); });
-    } else if (op == "call" || op == "release" || op == "reap") {
-      const auto kind = op == "call" ? Request::Kind::call
-                        : op == "release" ? Request::Kind::release
-                                          : Request::Kind::reap;
+    } else if (op == "call" || op == "release" || op == "reap" || op == "hibernate" || op == "wake") {
+      const auto kind = op == "call"        ? Request::Kind::call
+                        : op == "release"   ? Request::Kind::release
+                        : op == "hibernate" ? Request::Kind::hibernate
+                        : op == "wake"      ? Request::Kind::wake
+                                            : Request::Kind::reap;
       pool.submit_on_loop(parse_env_request(request, kind), [reply](worker::Outcome outcome) {
         reply(outcome.ok() ? success(outcome.value()) : failure(outcome.error()));
       });
     } else {
-      throw bad_request("unknown op '" + op + "'; known: call, ps, release, reap, shutdown");
+      throw bad_request("unknown op '" + op + "'; known: call, ps, release, reap, hibernate, wake, shutdown");
     }
   } catch (const Error& e) {
     reply(failure(e));

@@ -95,7 +95,7 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
                       {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
                        "idle_reap_seconds", "shutdown_grace_seconds", "ram_budget_mb",
                        "ram_floor_mb", "vram_reserve_mib", "admission_wait_seconds",
-                       "grant_lifetime_seconds", "simulated_gpu"},
+                       "grant_lifetime_seconds", "simulated_gpu", "idle_hibernate_seconds"},
                       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
@@ -111,12 +111,14 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
   if (const auto* node = table.get("simulated_gpu")) {
     host.simulated_gpu = resolve(string_value(*node, "simulated_gpu", source), base_dir);
   }
+  host.idle_hibernate = seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source);
   return host;
 }
 
 EnvironmentConfig parse_environment(const std::string& name, const toml::table& table,
                                     const std::string& source, const std::string& base_dir) {
-  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds", "device"},
+  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds", "device",
+                             "hibernate"},
                       "env." + name, source);
   EnvironmentConfig env;
   env.name = name;
@@ -145,6 +147,11 @@ EnvironmentConfig parse_environment(const std::string& name, const toml::table& 
       throw config_error(source, node->source(), "'device' must be a GPU index, 0 or more");
     }
     env.device = static_cast<unsigned>(*index);
+  }
+  if (const auto* node = table.get("hibernate")) {
+    const auto value = node->value_exact<bool>();
+    if (!value) throw config_error(source, node->source(), "'hibernate' must be true or false");
+    env.hibernate = *value;
   }
   return env;
 }

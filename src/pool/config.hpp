@@ -45,6 +45,9 @@ struct HostSettings {
   std::chrono::milliseconds grant_lifetime{60'000};
   // Tests only: a JSON file standing in for the GPU (probe/simulated_gpu.hpp); empty uses NVML.
   std::string simulated_gpu;
+  // A worker idle this long is hibernated (its GPU state moved into its host RAM) where the
+  // driver allows; zero: never on a timer (docs/hibernation.md says why that is the default).
+  std::chrono::milliseconds idle_hibernate{0};
 };
 
 struct EnvironmentConfig {
@@ -59,6 +62,8 @@ struct EnvironmentConfig {
   // (CUDA_VISIBLE_DEVICES) and their reservations are booked on it. Unset: the workers see
   // every card and are booked on GPU 0.
   std::optional<unsigned> device;
+  // False: this environment's worker is never hibernated (by timer, request or admission).
+  bool hibernate = true;
 };
 
 struct Config {

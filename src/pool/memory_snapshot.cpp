@@ -8,6 +8,8 @@ memory::WorkerState memory_state(worker::WorkerState state) {
   switch (state) {
     case worker::WorkerState::ready:
       return memory::WorkerState::idle;
+    case worker::WorkerState::hibernated:
+      return memory::WorkerState::hibernated;
     case worker::WorkerState::starting:
       return memory::WorkerState::starting;
     default:
@@ -44,6 +46,15 @@ memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint 
   if (w.memory) {
     if (w.memory->ram) p.pss = w.memory->ram->pss;
     p.vram_used = w.memory->vram;
+  }
+  // Whether the driver has the checkpoint API is learnt at the first try (the host loads it
+  // only then); a failed try is remembered per request by the admission driver.
+  const bool context = w.report.value("cuda_initialized", false) ||
+                       (w.memory && w.memory->vram_method == "nvml" && w.memory->vram.value_or(0) > 0);
+  p.hibernation = {.env_allows = w.hibernate_allowed, .driver_supports = true, .has_cuda_context = context};
+  if (w.hibernation) {
+    p.hibernated_bytes = w.hibernation->vram_moved.value_or(0);
+    p.pss_counts_hibernated = true;  // read after the checkpoint
   }
   return p;
 }

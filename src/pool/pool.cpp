@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
@@ -95,7 +97,9 @@ nlohmann::json PoolStatus::to_json() const {
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
       // Reclaimable: the allocator's cache, which release gives back.
-      const auto allocator = w.report.value("allocator", nlohmann::json());
+      // A worker that did not answer (it died, or its call holds the GIL) has no report.
+      const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
+      const auto allocator = report.value("allocator", nlohmann::json());
       const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
       const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
       entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
@@ -103,8 +107,9 @@ nlohmann::json PoolStatus::to_json() const {
                                            : nlohmann::json();
       entry["fixed_ram"] = optional_json(w.pss_at_ready);
       entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
-      entry["cuda_initialized"] = w.report.value("cuda_initialized", false);
+      entry["cuda_initialized"] = report.value("cuda_initialized", false);
     }
+    if (w.hibernation) entry["hibernation"] = w.hibernation->to_json();
     workers_json.push_back(std::move(entry));
   }
   nlohmann::json host{{"pid", host_pid}};
@@ -131,6 +136,11 @@ Pool::Pool(Config config, PoolOptions options)
     slot.config = env;
     slot.idle_timer = std::make_unique<asio::steady_timer>(io_);
     slot.release_timer = std::make_unique<asio::steady_timer>(io_);
+    slot.hibernate_timer = std::make_unique<asio::steady_timer>(io_);
+  }
+  if (options_.cuda_library.empty()) {
+    const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
+    options_.cuda_library = library != nullptr && *library != '\0' ? library : "libcuda.so.1";
   }
   arm_pressure_check();
   // Spawning happens on this thread, so it is the thread the workers' death signal watches:
@@ -198,8 +208,10 @@ PoolStatus Pool::status_on_loop() const {
                     .spawned_at = w.spawned_at(),
                     .ready_at = w.ready_at(),
                     .hello = w.hello(),
-                    .pss_at_ready = slot.pss_at_ready};
-    if (w.state() == WorkerState::ready) {
+                    .pss_at_ready = slot.pss_at_ready,
+                    .hibernation = slot.hibernation,
+                    .hibernate_allowed = slot.config.hibernate};
+    if (w.state() == WorkerState::ready || w.state() == WorkerState::hibernated) {
       ws.idle_seconds = std::chrono::duration<double>(now - slot.idle_since).count();
     }
     status.workers.push_back(std::move(ws));
@@ -239,7 +251,11 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     if (!sampler_) sampler_ = std::make_unique<MemorySampler>(config_.host.simulated_gpu);
     auto& status = gather->status;
     std::vector<ProcessQuery> queries{{::getpid(), false}};
-    for (const auto& w : status.workers) queries.push_back({w.pid, w.report.value("cuda_initialized", false), w.device});
+    // A hibernated worker's context is in its host RAM: it holds no VRAM whatever its report says.
+    for (const auto& w : status.workers) {
+      const bool cuda = w.report.is_object() && w.report.value("cuda_initialized", false);
+      queries.push_back({w.pid, cuda && !w.hibernation, w.device});
+    }
     auto figures = sampler_->sample(queries);
     status.host_memory = figures[0];
     for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
@@ -300,11 +316,14 @@ void Pool::submit_on_loop(Request request, Handler handler) {
       return;
     }
   }
-  // Release, reap and queries concern the worker that is there; they never start one.
+  // Release, reap, hibernate, wake and queries concern the worker that is there; they never
+  // start one.
   if (request.kind != Request::Kind::call && !slot.worker) {
-    const char* key = request.kind == Request::Kind::release ? "released"
-                      : request.kind == Request::Kind::reap  ? "reaped"
-                                                             : "answered";
+    const char* key = request.kind == Request::Kind::release     ? "released"
+                      : request.kind == Request::Kind::reap      ? "reaped"
+                      : request.kind == Request::Kind::hibernate ? "hibernated"
+                      : request.kind == Request::Kind::wake      ? "woken"
+                                                                 : "answered";
     if (request.kind == Request::Kind::query) {
       handler(Outcome::failure(Error(ErrorKind::bad_request,
                                      "no worker is running for environment '" + request.env + "'")));
@@ -316,6 +335,19 @@ void Pool::submit_on_loop(Request request, Handler handler) {
   }
   if (request.kind == Request::Kind::query) {
     slot.worker->query(request.message.value("op", std::string("ping")), std::move(handler));
+    return;
+  }
+  if (request.kind == Request::Kind::hibernate) {
+    begin_hibernation(slot, std::move(handler));
+    return;
+  }
+  if (request.kind == Request::Kind::wake) {
+    begin_wake(slot, std::move(handler));
+    return;
+  }
+  if (request.kind == Request::Kind::release && slot.worker->state() == WorkerState::hibernated) {
+    handler(Outcome::success({{"released", false}, {"reason", "the worker is hibernated: it holds no VRAM, "
+                                                              "and a release would wake it"}}));
     return;
   }
   slot.queue.push_back(Pending{std::move(request), std::move(handler)});
@@ -339,7 +371,16 @@ void Pool::pump(Slot& slot) {
     start_worker(slot);
     return;
   }
-  if (slot.worker->state() != WorkerState::ready) return;  // its ready/reply/exit pumps again
+  // A hibernated worker is woken for work, but not to be reaped.
+  const bool reap_next = slot.queue.front().request.kind == Request::Kind::reap;
+  if (slot.worker->state() == WorkerState::hibernated && !reap_next) {
+    begin_wake(slot, nullptr);
+    return;
+  }
+  if (slot.worker->state() != WorkerState::ready &&
+      !(reap_next && slot.worker->state() == WorkerState::hibernated)) {
+    return;  // its ready/reply/exit/hibernation pumps again
+  }
   auto pending = std::move(slot.queue.front());
   slot.queue.pop_front();
   dispatch(slot, std::move(pending));
@@ -385,6 +426,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                    ++slot.calls;
                    slot.idle_since = Clock::now();
                    slot.released_since_call = false;
+                   slot.hibernated_since_call = false;
                  }
                }
                handler(std::move(outcome));
@@ -447,6 +489,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
   if (slot.worker == w) {
     slot.worker = nullptr;
     grants_.drop_worker(slot.config.name);
+    slot.hibernation.reset();
   }
   if (!report.expected) slot.backoff.record_failure(Clock::now(), report.reason);
   std::erase(live_, w);
@@ -463,15 +506,24 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   slot.idle_timer->cancel();
   slot.release_timer->cancel();
   grants_.drop_worker(slot.config.name);
+  slot.hibernate_timer->cancel();
+  slot.hibernation.reset();
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
                w->generation(), reason);
   w->shutdown(config_.host.shutdown_grace);
 }
 
 void Pool::arm_idle_timers(Slot& slot) {
-  if (!slot.worker || slot.worker->state() != WorkerState::ready) return;
-  if (!slot.released_since_call) {
+  if (!slot.worker) return;
+  const auto state = slot.worker->state();
+  // A hibernated worker is still idle: it is reaped on time, but neither released nor
+  // hibernated again.
+  if (state != WorkerState::ready && state != WorkerState::hibernated) return;
+  if (!slot.released_since_call && state == WorkerState::ready) {
     arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
+  }
+  if (state == WorkerState::ready && slot.config.hibernate && !slot.hibernated_since_call) {
+    arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
   }
   arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
     retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
@@ -485,7 +537,8 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
   timer.async_wait([this, &slot, &timer, w = std::weak_ptr<Worker>(slot.worker), window,
                     action = std::move(action)](const asio::error_code& ec) mutable {
     if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
-    if (slot.worker->state() != WorkerState::ready || !slot.queue.empty()) return;
+    const auto state = slot.worker->state();
+    if ((state != WorkerState::ready && state != WorkerState::hibernated) || !slot.queue.empty()) return;
     if (Clock::now() - slot.idle_since < window) {
       arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
@@ -495,6 +548,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
 }
 
 void Pool::release(Slot& slot, const std::string& why, std::function<void()> done) {
+  if (slot.worker->state() != WorkerState::ready) return;
   slot.released_since_call = true;
   const auto pid = slot.worker->pid();
   const auto generation = slot.worker->generation();
@@ -560,6 +614,7 @@ void Pool::finish_shutdown_if_done() {
   for (auto& [name, slot] : slots_) {
     slot.idle_timer->cancel();
     slot.release_timer->cancel();
+    slot.hibernate_timer->cancel();
   }
   pressure_timer_.cancel();
   work_.reset();

@@ -35,6 +35,7 @@
 #include "memory/snapshot.hpp"
 #include "pool/config.hpp"
 #include "pool/crash_backoff.hpp"
+#include "pool/hibernator.hpp"
 #include "pool/memory_sampler.hpp"
 #include "probe/meminfo.hpp"
 #include "worker/error.hpp"
@@ -53,6 +54,22 @@ struct PoolOptions {
   bool sweep_orphans = true;
   // How often host RAM is checked against ram_budget_mb and ram_floor_mb, when either is set.
   std::chrono::milliseconds pressure_interval{2000};
+  // The CUDA driver hibernation loads at its first use; empty: $ISOHOST_CUDA_LIBRARY if set
+  // (tests point it at a stand-in), else libcuda.so.1.
+  std::string cuda_library;
+  // How long a hibernation waits for the worker's CUDA work to pause before giving up.
+  std::chrono::milliseconds hibernate_lock_timeout{2000};
+};
+
+// What a hibernated worker moved off the card, for ps and the admission ledger.
+struct Hibernation {
+  worker::Worker::Clock::time_point since;
+  // The worker's VRAM just before (NVML); nullopt where NVML cannot see it.
+  std::optional<std::uint64_t> vram_moved;
+  // How much its RSS grew: the host RAM the GPU state now takes.
+  std::optional<std::uint64_t> ram_grown;
+  double seconds = 0;
+  [[nodiscard]] nlohmann::json to_json() const;
 };
 
 struct WorkerStatus {
@@ -73,6 +90,10 @@ struct WorkerStatus {
   nlohmann::json report;
   // PSS when the worker said hello: the interpreter and its imports, its fixed RAM cost.
   std::optional<std::uint64_t> pss_at_ready;
+  // Set while the worker is hibernated.
+  std::optional<Hibernation> hibernation;
+  // [env.NAME] hibernate.
+  bool hibernate_allowed = true;
 };
 
 struct PoolStatus {
@@ -95,6 +116,8 @@ struct Request {
     release,  // ask the worker to drop its caches (main lane, when idle)
     reap,     // end the worker once it is idle
     query,    // side lane: ping or memory, answered even mid-call
+    hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
+    wake,       // restore a hibernated worker without a call
   };
   Kind kind = Kind::call;
   std::string env;
@@ -142,6 +165,17 @@ class Pool {
   // Runs on the loop when shutdown completes (the control server closes its socket here).
   void on_stopped(std::function<void()> hook);
 
+  // Loop thread only (pool/hibernation.cpp). Hibernates `env`'s worker if it is idle, then
+  // calls `done` once, on the loop:
+  //   success {"hibernated": true, "pid", "generation", "vram_moved", "ram_grown", "seconds"}
+  //           (vram_moved: bytes off the card, null where NVML cannot see the worker);
+  //   success {"hibernated": false, "reason": "..."}: nothing changed (no worker, busy, not
+  //           idle for the driver's lock, no CUDA context, no driver or no checkpoint API,
+  //           `hibernate = false`);
+  //   failure Error(hibernate_failed): the driver failed part-way; the worker was retired.
+  // A call that arrives meanwhile waits, then wakes the worker. Never waits for a busy worker.
+  void hibernate_on_loop(const std::string& env, Handler done);
+
   asio::io_context& io() { return io_; }
   [[nodiscard]] const Config& config() const { return config_; }
 
@@ -164,6 +198,9 @@ class Pool {
     int settle_polls = 0;
     bool said_waiting = false;
     std::vector<std::string> steps_done;
+    // Workers whose hibernation was tried for this request and did not happen, with why: the
+    // next plans reap them instead.
+    std::map<std::string, std::string> not_hibernated;
     // Added to the explanation (why there are no devices).
     std::string note;
   };
@@ -180,6 +217,10 @@ class Pool {
     // An idle worker is released once, not again until it has served another call.
     bool released_since_call = false;
     std::optional<std::uint64_t> pss_at_ready;
+    std::unique_ptr<asio::steady_timer> hibernate_timer;  // idle hibernate
+    std::optional<Hibernation> hibernation;
+    // The idle timer tries once per idle spell, like the release.
+    bool hibernated_since_call = false;
   };
 
   void pump(Slot& slot);
@@ -206,6 +247,18 @@ class Pool {
   void answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
   void expire_grants();
   void fail_queue(Slot& slot, const Error& error);
+  // Hibernation (hibernation.cpp).
+  void begin_hibernation(Slot& slot, Handler done);
+  void finish_hibernation(Slot& slot, const std::shared_ptr<worker::Worker>& w, Hibernation record,
+                          DriverOutcome outcome, Handler done);
+  // Restores the slot's hibernated worker; `done` (may be empty) hears how it went. A wake the
+  // queue asked for fails the queue's first request if the restore fails.
+  void begin_wake(Slot& slot, Handler done);
+  void finish_wake(Slot& slot, const std::shared_ptr<worker::Worker>& w, DriverOutcome outcome,
+                   std::optional<std::uint64_t> rss_before, Handler done);
+  void hibernate_idle(Slot& slot);
+  [[nodiscard]] std::optional<std::string> cannot_hibernate(const Slot& slot) const;
+  Hibernator& hibernator();
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                       const worker::ExitReport& report);
   void finish_shutdown_if_done();
@@ -230,6 +283,8 @@ class Pool {
   bool admission_running_ = false;
   asio::steady_timer admission_timer_{io_};
   asio::steady_timer pressure_timer_{io_};
+  // Made at the first hibernation; its thread makes the driver's calls.
+  std::unique_ptr<Hibernator> hibernator_;
   std::thread thread_;
 };
 

@@ -92,11 +92,15 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
     next_admission();
     return;
   }
+  auto snapshot = *status.snapshot;
+  for (auto& p : snapshot.processes) {
+    if (job->not_hibernated.contains(p.worker_id)) p.hibernation.driver_supports = false;
+  }
   const memory::AdmissionRequest request{.requester = job->env,
                                          .device = static_cast<int>(job->device),
                                          .bytes = job->bytes,
                                          .asked_at = job->asked_at};
-  auto plan = memory::plan_admission(memory::build_ledger(*status.snapshot, grants_.outstanding()), request);
+  auto plan = memory::plan_admission(memory::build_ledger(snapshot, grants_.outstanding()), request);
   const bool needs_steps = plan.grants() && plan.outcome != memory::AdmissionOutcome::grant;
   if (needs_steps && job->rounds > 0 && job->settle_polls < kSettlePolls) {
     ++job->settle_polls;
@@ -135,6 +139,7 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
   job->settle_polls = 0;
   job->made_room = std::max(job->made_room, plan.outcome);
   spdlog::info("admission for '{}' makes room: {}", job->env, plan.explain());
+  // Releases and hibernations in flight.
   auto releases = std::make_shared<std::size_t>(0);
   std::vector<std::weak_ptr<Worker>> reaped;
   for (const auto& step : plan.steps) {
@@ -142,10 +147,10 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
     if (it == slots_.end()) continue;
     Slot& slot = it->second;
     // The plan was made from a snapshot; a worker that has since started a call is left alone.
-    if (!slot.worker || slot.worker->pid() != step.pid || slot.worker->state() != WorkerState::ready ||
-        !slot.queue.empty()) {
-      continue;
-    }
+    const bool idle = slot.worker && (slot.worker->state() == WorkerState::ready ||
+                                      (step.kind == memory::StepKind::reap &&
+                                       slot.worker->state() == WorkerState::hibernated));
+    if (!idle || slot.worker->pid() != step.pid || !slot.queue.empty()) continue;
     const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
     switch (step.kind) {
       case memory::StepKind::release:
@@ -159,7 +164,17 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
         retire(slot, "reaped for " + why);
         break;
       case memory::StepKind::hibernate:
-        break;  // not planned: no worker reports hibernation support yet
+        ++*releases;
+        hibernate_on_loop(step.worker_id, [job, releases, env = step.worker_id](Outcome outcome) {
+          --*releases;
+          if (outcome.ok() && outcome.value().value("hibernated", false)) {
+            job->steps_done.push_back("hibernated '" + env + "'");
+          } else {
+            job->not_hibernated[env] =
+                outcome.ok() ? outcome.value().value("reason", std::string("not hibernated")) : outcome.error().what();
+          }
+        });
+        break;
     }
   }
   // Plan again once every release has answered and every reaped worker is gone.
@@ -190,6 +205,7 @@ void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory:
   if (!job->note.empty()) explanation += " (" + job->note + ")";
   std::string done;
   for (const auto& step : job->steps_done) done += (done.empty() ? "" : ", ") + step;
+  for (const auto& [env, why] : job->not_hibernated) explanation += "; could not hibernate '" + env + "': " + why;
   if (granted) {
     spdlog::info("admission granted {} MiB on GPU {} to '{}'{} in {:.3f} s: {}", to_mib(job->bytes), job->device,
                  job->env, done.empty() ? "" : " after it " + done, waited, explanation);
@@ -208,6 +224,7 @@ void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory:
                {"foreign", plan.foreign},
                {"grantable", plan.grantable},
                {"steps", job->steps_done},
+               {"not_hibernated", job->not_hibernated},
                {"waited_seconds", waited},
                {"explanation", explanation}});
   admission_running_ = false;

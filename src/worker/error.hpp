@@ -25,6 +25,8 @@ enum class ErrorKind {
   shutting_down,        // the host is stopping and takes no more work
   config_error,         // the configuration file is missing or invalid
   control_error,        // the control socket could not be reached or answered badly
+  hibernate_failed,     // the driver failed to checkpoint an idle worker; it was retired
+  wake_failed,          // the driver failed to restore a hibernated worker; it was retired
 };
 
 // "WorkerCrashed", "CallTimeout", ...: stable names, part of the interface.

@@ -52,6 +52,10 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
   return argv;
 }
 
+bool is_hibernation_state(WorkerState state) {
+  return state == WorkerState::hibernating || state == WorkerState::hibernated || state == WorkerState::waking;
+}
+
 }  // namespace
 
 const char* worker_state_name(WorkerState state) {
@@ -61,6 +65,9 @@ const char* worker_state_name(WorkerState state) {
     case WorkerState::busy: return "busy";
     case WorkerState::stopping: return "stopping";
     case WorkerState::dead: return "dead";
+    case WorkerState::hibernating: return "hibernating";
+    case WorkerState::hibernated: return "hibernated";
+    case WorkerState::waking: return "waking";
   }
   return "unknown";
 }
@@ -331,7 +338,7 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
 }
 
 void Worker::query(const std::string& op, Handler handler) {
-  if (state_ != WorkerState::ready && state_ != WorkerState::busy) {
+  if (state_ == WorkerState::starting || state_ == WorkerState::stopping || state_ == WorkerState::dead) {
     handler(Outcome::failure(Error(ErrorKind::bad_request,
                                    identity() + " cannot answer '" + op + "' while " +
                                        worker_state_name(state_))));
@@ -373,6 +380,13 @@ void Worker::shutdown(std::chrono::milliseconds grace) {
     condemn(Error(ErrorKind::shutting_down, identity() + " was stopped before it was ready"));
     return;
   }
+  if (is_hibernation_state(state_)) {
+    // Its interpreter's exit would block in CUDA until a restore; moving the whole GPU state
+    // back only to exit costs seconds, so a hibernated worker is ended at once.
+    condemn(Error(ErrorKind::shutting_down,
+                  identity() + " was " + worker_state_name(state_) + "; it was ended without waking"));
+    return;
+  }
   state_ = state_ == WorkerState::busy ? WorkerState::busy : WorkerState::stopping;
   send({{"op", "shutdown"}});
   stop_timer_.expires_after(grace);
@@ -385,11 +399,28 @@ void Worker::shutdown(std::chrono::milliseconds grace) {
 
 void Worker::kill(Error reason) { condemn(std::move(reason)); }
 
+bool Worker::move_state(std::initializer_list<WorkerState> from, WorkerState to) {
+  for (auto state : from) {
+    if (state_ == state) {
+      state_ = to;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Worker::mark_hibernating() { return move_state({WorkerState::ready}, WorkerState::hibernating); }
+bool Worker::mark_hibernated() { return move_state({WorkerState::hibernating}, WorkerState::hibernated); }
+bool Worker::mark_waking() { return move_state({WorkerState::hibernated}, WorkerState::waking); }
+bool Worker::mark_awake() {
+  return move_state({WorkerState::hibernating, WorkerState::waking}, WorkerState::ready);
+}
+
 void Worker::condemn(Error reason) {
   if (state_ == WorkerState::dead) return;
   if (!cause_) cause_ = std::move(reason);
   // A starting or busy worker keeps its state: its death fails the start or the request.
-  if (state_ == WorkerState::ready) state_ = WorkerState::stopping;
+  if (state_ == WorkerState::ready || is_hibernation_state(state_)) state_ = WorkerState::stopping;
   proc::signal_group(pid_, SIGKILL);
 }
 
@@ -402,6 +433,7 @@ Error Worker::death_error(const proc::ExitStatus& status) const {
   }
   const std::string during = state_ == WorkerState::starting ? " before saying hello"
                              : main_handler_                ? " during " + main_what_
+                             : is_hibernation_state(state_) ? std::string(" while ") + worker_state_name(state_)
                                                             : " while idle";
   return Error(ErrorKind::crashed, identity() + " " + status.describe() + during + stderr_tail(),
                nlohmann::json{{"exit", status.describe()}});

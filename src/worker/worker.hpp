@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,12 @@ enum class WorkerState {
   busy,      // one main-lane request in flight
   stopping,  // asked to shut down, or being killed
   dead,      // reaped; on_exit has run
+  // Hibernation (docs/hibernation.md): ready -> hibernating -> hibernated -> waking -> ready.
+  // The pool's hibernator moves the GPU state; the worker only keeps the state, so that no
+  // main-lane request reaches a process whose CUDA calls would block.
+  hibernating,  // idle; its GPU state is being moved into its host RAM
+  hibernated,   // idle, alive, holding no VRAM; the next call wakes it first
+  waking,       // its GPU state is being restored
 };
 const char* worker_state_name(WorkerState state);
 
@@ -108,8 +115,9 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
                Handler handler);
 
-  // Side lane (ping, memory): answered even while a call runs. Fails at once unless the
-  // worker is ready or busy.
+  // Side lane (ping, memory): answered even while a call runs, and while hibernated (the
+  // worker's Python threads run; its memory report then touches no CUDA). Fails at once while
+  // starting, stopping or dead.
   void query(const std::string& op, Handler handler);
 
   // Asks the worker to exit after the request in flight; kills its group after `grace`.
@@ -117,6 +125,13 @@ class Worker : public std::enable_shared_from_this<Worker> {
 
   // Kills the worker's group now; pending handlers get `reason`.
   void kill(Error reason);
+
+  // Hibernation steps, in order. Each moves one state on and returns true, or returns false
+  // and changes nothing when the worker is not where the step starts (it died meanwhile).
+  bool mark_hibernating();  // ready -> hibernating
+  bool mark_hibernated();   // hibernating -> hibernated
+  bool mark_waking();       // hibernated -> waking
+  bool mark_awake();        // hibernating or waking -> ready (a lock refused, or a restore done)
 
   [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] unsigned generation() const { return options_.generation; }
@@ -143,6 +158,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void on_process_exit();
   // Records why the worker must die (the first reason wins) and kills its group.
   void condemn(Error reason);
+  bool move_state(std::initializer_list<WorkerState> from, WorkerState to);
   [[nodiscard]] std::string identity() const;
   [[nodiscard]] std::string stderr_tail() const;
   Error death_error(const proc::ExitStatus& status) const;

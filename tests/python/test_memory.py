@@ -91,3 +91,21 @@ def test_cuda_allocator_report_and_release(worker):
     receipt = worker.request("release")["value"]
     assert receipt["reserved_before"] >= 256 * MIB
     assert receipt["reserved_after"] == 0
+
+
+def test_hibernating_freezes_the_report_until_woken(worker):
+    # A stand-in torch.cuda (fixtures_mod/isohost_fake_cuda_context) whose calls raise once the
+    # process is "locked": the report while hibernated must not call them.
+    worker.value("isohost_fake_cuda_context:open_context")
+    before = worker.request("hibernating")["value"]
+    assert before["cuda_initialized"] is True and before["allocator"]["reserved"] == 64 * MIB
+    worker.value("isohost_fake_cuda_context:break_cuda")
+    frozen = worker.request("memory")["value"]
+    assert frozen == dict(before, hibernated=True)
+    assert worker.request("woken")["value"] == {"pid": worker.pid}
+    reply = worker.request("memory")
+    assert reply["ok"] is False and "CUDA is locked" in reply["error"]["message"]
+
+
+def test_hibernation_ops_are_advertised_on_the_side_lane(worker):
+    assert {"hibernating", "woken"} <= set(worker.hello["capabilities"])

@@ -91,3 +91,33 @@ TEST(Config, MissingFileIsAConfigError) {
 
 }  // namespace
 }  // namespace isohost::pool
+
+namespace isohost::pool {
+namespace {
+
+TEST(Config, HibernationSettings) {
+  const auto defaults = parse_config("[env.a]\n", "t.toml", "/base");
+  EXPECT_EQ(defaults.host.idle_hibernate, std::chrono::milliseconds(0)) << "off unless asked for";
+  EXPECT_TRUE(defaults.environments.at("a").hibernate);
+  const auto config = parse_config("[host]\nidle_hibernate_seconds = 120\n[env.a]\nhibernate = false\n[env.b]\n"
+                                   "hibernate = true\n",
+                                   "t.toml", "/base");
+  EXPECT_EQ(config.host.idle_hibernate, std::chrono::seconds(120));
+  EXPECT_FALSE(config.environments.at("a").hibernate);
+  EXPECT_TRUE(config.environments.at("b").hibernate);
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[env.a]\nhibernate = \"no\"\n", "t.toml:2:13: 'hibernate' must be true or false"},
+           {"[host]\nidle_hibernate_seconds = -1\n", "'idle_hibernate_seconds' must be between 0 and 1e9 seconds"},
+           {"[host]\nhibernate = true\n", "unknown key 'hibernate' in [host]"}}) {
+    try {
+      parse_config(text, "t.toml", "/base");
+      ADD_FAILURE() << text;
+    } catch (const worker::Error& e) {
+      EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(message));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace isohost::pool

@@ -1,0 +1,253 @@
+// The pool's side of hibernation: which worker may be hibernated, the steps around the
+// driver's calls (pool/hibernator.hpp), the books and the log. docs/hibernation.md explains.
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pool/pool.hpp"
+#include "probe/probe_error.hpp"
+#include "probe/proc_status.hpp"
+
+namespace isohost::pool {
+namespace {
+
+using worker::Worker;
+using worker::WorkerState;
+
+std::optional<std::uint64_t> rss_of(pid_t pid) {
+  try {
+    return probe::read_rss_counters(pid).rss;
+  } catch (const probe::ProbeError&) {
+    return std::nullopt;
+  }
+}
+
+nlohmann::json optional_bytes(const std::optional<std::uint64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+std::string mib_text(const std::optional<std::uint64_t>& bytes) {
+  return bytes ? fmt::format("{:.0f} MiB", static_cast<double>(*bytes) / 1048576.0)
+               : "an unknown amount";
+}
+
+std::string mb_text(const std::optional<std::uint64_t>& bytes) {
+  return bytes ? fmt::format("{:.0f} MB", static_cast<double>(*bytes) / 1e6) : "? MB";
+}
+
+nlohmann::json not_done(const char* key, std::string reason) {
+  return {{key, false}, {"reason", std::move(reason)}};
+}
+
+std::string describe(const Worker& w) {
+  return fmt::format("worker '{}' (pid {}, generation {})", w.env_name(), w.pid(), w.generation());
+}
+
+}  // namespace
+
+nlohmann::json Hibernation::to_json() const {
+  return {
+      {"vram_moved", optional_bytes(vram_moved)},
+      {"ram_grown", optional_bytes(ram_grown)},
+      {"seconds", seconds},
+      {"for_seconds", std::chrono::duration<double>(worker::Worker::Clock::now() - since).count()}};
+}
+
+Hibernator& Pool::hibernator() {
+  if (!hibernator_) {
+    hibernator_ = std::make_unique<Hibernator>(
+        io_, HibernatorOptions{.library = options_.cuda_library,
+                               .lock_timeout = options_.hibernate_lock_timeout});
+  }
+  return *hibernator_;
+}
+
+void Pool::hibernate_on_loop(const std::string& env, Handler done) {
+  submit_on_loop(Request{Request::Kind::hibernate, env}, std::move(done));
+}
+
+std::optional<std::string> Pool::cannot_hibernate(const Slot& slot) const {
+  const auto& w = *slot.worker;
+  if (!slot.config.hibernate) {
+    return "environment '" + slot.config.name + "' has hibernate = false";
+  }
+  if (w.state() != WorkerState::ready) {
+    return describe(w) + " is " + worker::worker_state_name(w.state()) + ", not idle";
+  }
+  if (!slot.queue.empty()) return describe(w) + " has requests waiting";
+  return std::nullopt;
+}
+
+void Pool::begin_hibernation(Slot& slot, Handler done) {
+  auto w = slot.worker;
+  if (w->state() == WorkerState::hibernated) {
+    done(Outcome::success({{"hibernated", true},
+                           {"already", true},
+                           {"pid", w->pid()},
+                           {"generation", w->generation()}}));
+    return;
+  }
+  if (auto why = cannot_hibernate(slot)) {
+    done(Outcome::success(not_done("hibernated", *why)));
+    return;
+  }
+  Hibernation record{.since = Clock::now()};
+  w->mark_hibernating();
+  slot.idle_timer->cancel();
+  slot.release_timer->cancel();
+  slot.hibernate_timer->cancel();
+  // The worker's report, taken before the lock; from here it answers `memory` from that copy.
+  w->query("hibernating", [this, &slot, w, record, done = std::move(done)](Outcome report) mutable {
+    if (slot.worker != w || w->state() != WorkerState::hibernating) {
+      done(Outcome::success(
+          not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+      return;
+    }
+    const bool cuda = report.ok() && report.value().is_object() &&
+                      report.value().value("cuda_initialized", false);
+    if (!sampler_) sampler_ = std::make_unique<MemorySampler>(config_.host.simulated_gpu);
+    const auto sample = sampler_->sample({{w->pid(), cuda}}).at(0);
+    // NVML sees any CUDA user, torch or not; the report sees torch in any pid namespace.
+    if (!cuda && sample.vram_method != "nvml") {
+      w->mark_awake();
+      w->query("woken", [](Outcome) {});
+      done(Outcome::success(not_done(
+          "hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
+      pump(slot);
+      return;
+    }
+    record.vram_moved = sample.vram;
+    const auto rss_before = rss_of(w->pid());
+    hibernator().hibernate(w->pid(), [this, &slot, w, record, rss_before,
+                                      done = std::move(done)](DriverOutcome outcome) mutable {
+      const auto rss_after = rss_of(w->pid());
+      if (rss_before && rss_after)
+        record.ram_grown = *rss_after > *rss_before ? *rss_after - *rss_before : 0;
+      finish_hibernation(slot, w, record, std::move(outcome), std::move(done));
+    });
+  });
+}
+
+void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibernation record,
+                              DriverOutcome outcome, Handler done) {
+  if (slot.worker != w || w->state() != WorkerState::hibernating) {
+    // Killed meanwhile (shutdown, reap, crash): its exit has been handled.
+    done(Outcome::success(
+        not_done("hibernated", describe(*w) + " ended while it was being hibernated")));
+    return;
+  }
+  using Kind = DriverOutcome::Kind;
+  if (outcome.kind == Kind::failed) {
+    Error error(ErrorKind::hibernate_failed,
+                describe(*w) + " could not be hibernated: " + outcome.message + "; it was retired");
+    spdlog::error("{}", error.what());
+    w->kill(error);
+    done(Outcome::failure(error));
+    return;
+  }
+  if (outcome.kind != Kind::done) {
+    w->mark_awake();
+    w->query("woken", [](Outcome) {});
+    spdlog::info("{} was not hibernated: {}", describe(*w), outcome.message);
+    done(Outcome::success(
+        not_done("hibernated", describe(*w) + " was not hibernated: " + outcome.message)));
+    pump(slot);
+    return;
+  }
+  w->mark_hibernated();
+  record.seconds = outcome.seconds;
+  slot.hibernation = record;
+  spdlog::info(
+      "hibernated {}: {} of VRAM moved into its host RAM (RSS +{}) in {:.3f} s (lock {:.1f} ms, "
+      "checkpoint {:.0f} ms)",
+      describe(*w), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
+      outcome.first_ms, outcome.second_ms);
+  done(Outcome::success({{"hibernated", true},
+                         {"pid", w->pid()},
+                         {"generation", w->generation()},
+                         {"vram_moved", optional_bytes(record.vram_moved)},
+                         {"ram_grown", optional_bytes(record.ram_grown)},
+                         {"seconds", outcome.seconds},
+                         {"lock_ms", outcome.first_ms},
+                         {"checkpoint_ms", outcome.second_ms}}));
+  pump(slot);
+}
+
+void Pool::begin_wake(Slot& slot, Handler done) {
+  auto w = slot.worker;
+  if (w->state() != WorkerState::hibernated) {
+    if (done) {
+      done(Outcome::success(not_done(
+          "woken",
+          describe(*w) + " is " + worker::worker_state_name(w->state()) + ", not hibernated")));
+    }
+    return;
+  }
+  w->mark_waking();
+  const auto rss_before = rss_of(w->pid());
+  hibernator().wake(w->pid(), [this, &slot, w, rss_before,
+                               done = std::move(done)](DriverOutcome outcome) mutable {
+    if (slot.worker != w || w->state() != WorkerState::waking) {
+      if (done)
+        done(Outcome::success(not_done("woken", describe(*w) + " ended while it was being woken")));
+      return;
+    }
+    finish_wake(slot, w, std::move(outcome), rss_before, std::move(done));
+  });
+}
+
+void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutcome outcome,
+                       std::optional<std::uint64_t> rss_before, Handler done) {
+  if (outcome.kind != DriverOutcome::Kind::done) {
+    Error error(ErrorKind::wake_failed,
+                describe(*w) + " could not be woken: " + outcome.message +
+                    "; it was retired and the next call starts a fresh worker");
+    spdlog::error("{}", error.what());
+    w->kill(error);
+    if (done) {
+      done(Outcome::failure(error));
+    } else if (!slot.queue.empty()) {
+      // The request that woke it hears why; those behind it get a fresh worker.
+      auto first = std::move(slot.queue.front());
+      slot.queue.pop_front();
+      first.handler(Outcome::failure(error));
+    }
+    return;
+  }
+  const auto moved = slot.hibernation ? slot.hibernation->vram_moved : std::nullopt;
+  const auto rss_after = rss_of(w->pid());
+  std::optional<std::uint64_t> ram_freed;
+  if (rss_before && rss_after) ram_freed = *rss_before > *rss_after ? *rss_before - *rss_after : 0;
+  slot.hibernation.reset();
+  w->mark_awake();
+  w->query("woken", [](Outcome) {});
+  spdlog::info(
+      "woke {}: {} of VRAM restored from its host RAM (RSS -{}) in {:.3f} s (restore {:.0f} ms, "
+      "unlock {:.1f} ms)",
+      describe(*w), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
+      outcome.second_ms);
+  if (done) {
+    done(Outcome::success({{"woken", true},
+                           {"pid", w->pid()},
+                           {"generation", w->generation()},
+                           {"vram_restored", optional_bytes(moved)},
+                           {"seconds", outcome.seconds},
+                           {"restore_ms", outcome.first_ms},
+                           {"unlock_ms", outcome.second_ms}}));
+  }
+  pump(slot);
+}
+
+void Pool::hibernate_idle(Slot& slot) {
+  slot.hibernated_since_call = true;
+  const auto name = slot.config.name;
+  begin_hibernation(slot, [name](Outcome outcome) {
+    if (!outcome.ok()) return;  // logged where it failed
+    if (!outcome.value().value("hibernated", false)) {
+      spdlog::info("idle hibernation of '{}' skipped: {}", name,
+                   outcome.value().value("reason", std::string()));
+    }
+  });
+}
+
+}  // namespace isohost::pool
