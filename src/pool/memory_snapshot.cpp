@@ -27,10 +27,23 @@ memory::MemorySettings memory_settings(const HostSettings& host) {
 
 namespace {
 
+// The worker's report is null when it could not answer (busy in C code, or dying).
 std::optional<memory::Bytes> allocator_figure(const nlohmann::json& report, const char* key) {
+  if (!report.is_object()) return std::nullopt;
   const auto allocator = report.value("allocator", nlohmann::json());
   if (!allocator.is_object() || !allocator.value(key, nlohmann::json()).is_number_unsigned()) return std::nullopt;
   return allocator[key].get<memory::Bytes>();
+}
+
+template <typename T>
+T report_figure(const nlohmann::json& report, const char* key, T fallback) {
+  if (!report.is_object()) return fallback;
+  const auto value = report.value(key, nlohmann::json());
+  try {
+    return value.is_null() ? fallback : value.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return fallback;  // a worker's report is input, not trusted to be well formed
+  }
 }
 
 memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint now) {
@@ -41,7 +54,7 @@ memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint 
                            .last_used = now - idle,
                            .allocator_reserved = allocator_figure(w.report, "reserved"),
                            .allocator_allocated = allocator_figure(w.report, "allocated"),
-                           .release_can_free = w.report.value("release_can_free", memory::Bytes{0}),
+                           .release_can_free = report_figure(w.report, "release_can_free", memory::Bytes{0}),
                            .device = static_cast<int>(w.device)};
   if (w.memory) {
     if (w.memory->ram) p.pss = w.memory->ram->pss;
@@ -49,7 +62,7 @@ memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint 
   }
   // Whether the driver has the checkpoint API is learnt at the first try (the host loads it
   // only then); a failed try is remembered per request by the admission driver.
-  const bool context = w.report.value("cuda_initialized", false) ||
+  const bool context = report_figure(w.report, "cuda_initialized", false) ||
                        (w.memory && w.memory->vram_method == "nvml" && w.memory->vram.value_or(0) > 0);
   p.hibernation = {.env_allows = w.hibernate_allowed, .driver_supports = true, .has_cuda_context = context};
   if (w.hibernation) {
