@@ -1,0 +1,449 @@
+"""Values in messages, shared by the host's Python API and the worker (docs/protocol.md,
+"Values").
+
+A value that is plain JSON travels as JSON. Anything else travels as a pickle (protocol 5)
+whose large buffers go out of band, each in its own sealed memfd passed as a descriptor:
+
+    encoded = encode(value)          # the one copy: each large buffer into its memfd
+    body["pickle"] = encoded.description
+    send(body, encoded.fds); encoded.close()
+    ...
+    value = decode(body["pickle"], fds)   # maps each memfd (no copy), closes every fd
+
+What travels out of band: buffers that pickle itself hands out (numpy arrays, anything whose
+__reduce_ex__ gives a PickleBuffer), torch tensors (CPU; CUDA ones through host memory), and
+bytes, bytearray and memoryview objects. Buffers under INLINE_LIMIT bytes stay in the stream.
+A received array or tensor wraps its mapping; the mapping is unmapped when the last object
+using it is collected. bytes and bytearray own their memory in CPython, so those two are
+copied out of the mapping once on receipt; a memoryview wraps the mapping.
+
+Standard library only, Python 3.9+: the worker runs under any environment's interpreter.
+numpy and torch are used only when the value holds their objects (they are never imported
+here).
+"""
+
+import base64
+import ctypes
+import fcntl
+import io
+import math
+import mmap
+import os
+import pickle
+import sys
+import warnings
+
+PICKLE5 = "pickle5"
+# Buffers smaller than this are copied into the pickle stream: a memfd costs a few system
+# calls on each side, more than copying a few pages.
+INLINE_LIMIT = 64 * 1024
+# A stream up to this size travels base64-encoded in the JSON body, larger in a memfd.
+STREAM_INLINE_LIMIT = 64 * 1024
+# One frame carries at most 64 descriptors (frames.MAX_BUFFERS); one may be the stream's.
+MAX_OUT_OF_BAND = 63
+
+# Where the runtime keeps the descriptors that came with a request, beside its JSON fields: a
+# key that no JSON object can hold.
+DESCRIPTORS = ("isohost", "descriptors")
+
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+_PERSISTENT_TAG = "isohost"
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+
+
+class DecodeError(Exception):
+    """A pickled value's description does not match what came with it: a buffer announced
+    but missing, a size that differs, an unknown buffer kind, a descriptor that is not a
+    sealed memfd."""
+
+
+class DeviceFallbackWarning(UserWarning):
+    """A CUDA tensor arrived where its device is not available; it was delivered on the CPU."""
+
+
+def is_plain_json(value):
+    """Whether `value` survives a JSON round trip unchanged: dicts with str keys, lists, str,
+    int within 64 bits, finite float, bool, None, and no container twice (JSON cannot say that
+    two places hold the same list). Tuples are not plain: they would come back as lists."""
+    stack = [value]
+    seen = set()
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str:
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif v is None or t is bool:
+            pass
+        elif t is list or t is dict:
+            if id(v) in seen:
+                return False
+            seen.add(id(v))
+            if t is dict:
+                if not all(type(k) is str for k in v):
+                    return False
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            else:
+                stack.extend(v)
+        else:
+            return False
+    return True
+
+
+class Encoded:
+    """A pickled value ready to send: `description` goes in the message body, `fds` (owned
+    here) ride with the frame in that order. close() after sending."""
+
+    __slots__ = ("description", "fds")
+
+    def __init__(self, description, fds):
+        self.description = description
+        self.fds = fds
+
+    def close(self):
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            _close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def encode(value):
+    """Pickle `value` with its large buffers in memfds. Raises what pickle raises for a value it
+    cannot pickle (TypeError, pickle.PicklingError, AttributeError, ...); no descriptor is left
+    open then."""
+    sink = _BufferSink()
+    stream = io.BytesIO()
+    try:
+        _Pickler(stream, sink).dump(value)
+        data = stream.getbuffer()
+        if len(data) <= STREAM_INLINE_LIMIT:
+            stream_description = {"kind": "inline", "data": base64.b64encode(data).decode("ascii")}
+            fds = sink.fds
+        else:
+            stream_description = {"kind": "memfd", "size": len(data)}
+            fds = [_memfd_with(data)] + sink.fds
+        del data
+    except BaseException:
+        sink.close()
+        raise
+    return Encoded({"stream": stream_description, "buffers": sink.entries}, fds)
+
+
+def decode(description, fds):
+    """The value that `description` and `fds` carry. Always closes every descriptor in `fds`.
+    Raises DecodeError when they do not match, and whatever unpickling raises (a class the
+    receiving side cannot import, say)."""
+    try:
+        stream, maps = _map_all(description, fds)
+    finally:
+        for fd in fds:
+            _close(fd)
+    try:
+        return _Unpickler(stream, maps).load()
+    finally:
+        if isinstance(stream, mmap.mmap):
+            _close_map(stream)
+
+
+def take_descriptors(message):
+    """The descriptors kept with `message` under DESCRIPTORS, now the caller's to close."""
+    return message.pop(DESCRIPTORS, None) or []
+
+
+def buffer_count(description):
+    """How many descriptors a description announces (the stream's, then each buffer's)."""
+    stream = description.get("stream") if isinstance(description, dict) else None
+    buffers = description.get("buffers") if isinstance(description, dict) else None
+    if not isinstance(stream, dict) or not isinstance(buffers, list):
+        raise DecodeError("a pickled value needs a 'stream' object and a 'buffers' array")
+    return (stream.get("kind") == "memfd") + len(buffers)
+
+
+# --- sending -------------------------------------------------------------------------------
+
+class _BufferSink:
+    """Collects the out-of-band buffers of one value, each in a fresh memfd."""
+
+    def __init__(self):
+        self.entries = []
+        self.fds = []
+
+    def take(self, view, readonly):
+        """Index of a new out-of-band buffer holding `view`'s bytes, or None when it should
+        stay in the stream (small, or no descriptor left in this frame)."""
+        if view.nbytes < INLINE_LIMIT or len(self.fds) >= MAX_OUT_OF_BAND:
+            return None
+        self.fds.append(_memfd_with(view))
+        self.entries.append({"kind": "memfd", "size": view.nbytes, "readonly": bool(readonly)})
+        return len(self.entries) - 1
+
+    def pickle_buffer(self, buffer):
+        """pickle's buffer_callback: a false return sends `buffer` out of band."""
+        try:
+            view = buffer.raw()
+        except BufferError:  # not contiguous: pickle copies it into the stream
+            return True
+        return self.take(view, view.readonly) is None
+
+    def close(self):
+        for fd in self.fds:
+            _close(fd)
+        self.fds = []
+
+
+def _memfd_with(view):
+    """A sealed memfd holding a copy of `view` (one write: faster than mmap and copy, which
+    faults each page in separately; docs/python-api.md has the figures)."""
+    fd = os.memfd_create("isohost-value", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(view).cast("B")
+        done, size = 0, view.nbytes
+        while done < size:
+            done += os.write(fd, view[done:])
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, sink):
+        super().__init__(file, protocol=5, buffer_callback=sink.pickle_buffer)
+        self._sink = sink
+        # Temporaries whose memory a PickleBuffer points at (contiguous copies, CPU copies of
+        # CUDA tensors) must live until dump() returns.
+        self._keep = []
+        self._memo_ids = {}
+
+    def persistent_id(self, obj):
+        # bytes, bytearray and memoryview never reach reducer_override: pickle writes them
+        # itself (memoryview not at all), so they are taken here.
+        t = type(obj)
+        if t is not bytes and t is not bytearray and t is not memoryview:
+            return None
+        known = self._memo_ids.get(id(obj))
+        if known is not None:
+            return known[0]
+        pid = self._bytes_like_id(obj, t)
+        self._memo_ids[id(obj)] = (pid, obj)
+        return pid
+
+    def _bytes_like_id(self, obj, t):
+        if t is memoryview:
+            if len(obj.format.lstrip("@")) != 1:
+                raise TypeError("cannot pickle a memoryview of format %r" % obj.format)
+            shape = list(obj.shape)
+            data = obj if obj.c_contiguous else memoryview(obj.tobytes())
+            index = self._sink.take(data, obj.readonly)
+            if index is None:
+                return (_PERSISTENT_TAG, "inline", bytes(data.cast("B")), obj.format, shape,
+                        obj.readonly)
+            return (_PERSISTENT_TAG, index, "memoryview", obj.format, shape)
+        # Copied out of the mapping on receipt either way, so it is mapped read-only.
+        index = self._sink.take(memoryview(obj), True)
+        if index is None:
+            return None
+        return (_PERSISTENT_TAG, index, t.__name__, "B", None)
+
+    def reducer_override(self, obj):
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and type(obj) is numpy.ndarray:
+            if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
+                # numpy copies a strided array into the stream, and again out of it; a
+                # contiguous copy goes out of band instead.
+                copy = numpy.ascontiguousarray(obj)
+                self._keep.append(copy)
+                return copy.__reduce_ex__(5)
+            return NotImplemented
+        torch = sys.modules.get("torch")
+        if torch is not None and type(obj) is torch.Tensor and _plain_tensor(torch, obj):
+            return self._reduce_tensor(obj)
+        return NotImplemented
+
+    def _reduce_tensor(self, tensor):
+        device = tensor.device
+        t = tensor.detach()
+        if device.type != "cpu":
+            t = t.cpu()  # CUDA: through host memory (CUDA IPC is a later step)
+        for resolve in ("resolve_conj", "resolve_neg"):  # lazy bits (torch 1.10+) made real
+            if hasattr(t, resolve):
+                t = getattr(t, resolve)()
+        t = t.contiguous()
+        self._keep.append(t)
+        nbytes = t.numel() * t.element_size()
+        memory = (ctypes.c_char * nbytes).from_address(t.data_ptr()) if nbytes else bytearray()
+        return (_rebuild_tensor, (pickle.PickleBuffer(memory), str(t.dtype).rpartition(".")[2],
+                                  list(t.shape), bool(tensor.requires_grad), str(device)))
+
+
+def _plain_tensor(torch, t):
+    """A dense CPU or CUDA tensor without autograd history: one this module can carry. Others
+    (sparse, quantized, non-leaf) go through torch's own pickling."""
+    return (t.layout == torch.strided and not t.is_quantized
+            and t.device.type in ("cpu", "cuda") and t.grad_fn is None)
+
+
+# --- receiving -----------------------------------------------------------------------------
+
+def _map_all(description, fds):
+    """The stream (bytes or a read-only mapping) and one mapping per buffer."""
+    expected = buffer_count(description)
+    if len(fds) != expected:
+        raise DecodeError("the value announces %d buffer(s) but %d descriptor(s) came with it"
+                          % (expected, len(fds)))
+    stream_description = description["stream"]
+    descriptors = iter(fds)
+    maps = []
+    try:
+        kind = stream_description.get("kind")
+        if kind == "inline":
+            try:
+                stream = base64.b64decode(stream_description.get("data", ""), validate=True)
+            except (ValueError, TypeError) as e:
+                raise DecodeError("the inline pickle stream is not base64: %s" % e) from None
+        elif kind == "memfd":
+            stream = _map(next(descriptors), stream_description, True, "the stream")
+        else:
+            raise DecodeError("unknown stream kind %r" % (kind,))
+        for index, entry in enumerate(description["buffers"]):
+            if not isinstance(entry, dict) or entry.get("kind") != "memfd":
+                raise DecodeError("buffer %d has unknown kind %r (this side knows 'memfd')"
+                                  % (index, entry.get("kind") if isinstance(entry, dict) else entry))
+            maps.append(_map(next(descriptors), entry, bool(entry.get("readonly")),
+                             "buffer %d" % index))
+    except BaseException:
+        for m in maps:
+            _close_map(m)
+        raise
+    return stream, maps
+
+
+def _map(fd, entry, readonly, what):
+    """A mapping of a received memfd: read-only, or private copy-on-write so the receiver may
+    write to its own value without a copy up front."""
+    size = entry.get("size")
+    if type(size) is not int or size < 0:
+        raise DecodeError("%s has no valid size" % what)
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        actual = os.fstat(fd).st_size
+    except OSError as e:
+        raise DecodeError("%s is not a sealed memfd: %s" % (what, e)) from None
+    if not seals & fcntl.F_SEAL_SHRINK:
+        # A file the sender could still shrink would fault the receiver's mapping (SIGBUS).
+        raise DecodeError("%s is not sealed against shrinking" % what)
+    if actual != size:
+        raise DecodeError("%s holds %d bytes but is described as %d" % (what, actual, size))
+    if size == 0:
+        return b"" if readonly else bytearray()
+    return mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else mmap.ACCESS_COPY)
+
+
+def _close_map(m):
+    if isinstance(m, mmap.mmap):
+        try:
+            m.close()
+        except BufferError:
+            pass  # still exported by an object; unmapped when that is collected
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, stream, maps):
+        super().__init__(io.BytesIO(stream), buffers=self._pickle_buffers())
+        self._maps = maps
+        self._taken = set()
+        self._by_persistent_id = {}
+
+    def _pickle_buffers(self):
+        # Buffers are listed in the order the pickler met them; those not taken by a
+        # persistent id are pickle's own, consumed in that same order.
+        index = 0
+        while True:
+            while index in self._taken:
+                index += 1
+            if index >= len(self._maps):
+                raise DecodeError("the pickle stream asks for more buffers than were sent")
+            self._taken.add(index)
+            yield self._maps[index]
+            index += 1
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == _PERSISTENT_TAG):
+            raise pickle.UnpicklingError("unknown persistent id %r" % (pid,))
+        if pid[1] == "inline":
+            _, _, data, fmt, shape, readonly = pid
+            return _as_memoryview(data if readonly else bytearray(data), fmt, shape)
+        _, index, type_name, fmt, shape = pid
+        if type(index) is not int or not 0 <= index < len(self._maps):
+            raise DecodeError("the pickle stream refers to buffer %r of %d" % (index, len(self._maps)))
+        if index in self._by_persistent_id:
+            return self._by_persistent_id[index]
+        if index in self._taken:
+            raise DecodeError("buffer %d is referred to twice in different ways" % index)
+        self._taken.add(index)
+        buffer = self._maps[index]
+        if type_name == "bytes":
+            value = bytes(buffer)
+        elif type_name == "bytearray":
+            value = bytearray(buffer)
+        elif type_name == "memoryview":
+            value = _as_memoryview(buffer, fmt, shape)
+        else:
+            raise DecodeError("unknown buffer type %r" % (type_name,))
+        self._by_persistent_id[index] = value
+        return value
+
+
+def _as_memoryview(buffer, fmt, shape):
+    view = memoryview(buffer)
+    if fmt.lstrip("@") == "B" and shape is not None and len(shape) == 1:
+        return view
+    return view.cast("B").cast(fmt, shape)
+
+
+def _rebuild_tensor(buffer, dtype_name, shape, requires_grad, device):
+    """A tensor around a received buffer (no copy), moved to its CUDA device when this side
+    has it. Named in pickle streams: keep its name and signature."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    if memoryview(buffer).nbytes == 0:
+        tensor = torch.empty(shape, dtype=dtype)
+    else:
+        tensor = torch.frombuffer(buffer, dtype=torch.uint8).view(dtype).view(shape)
+    if device.startswith("cuda"):
+        tensor = _to_cuda(torch, tensor, device)
+    if requires_grad:
+        tensor.requires_grad_(True)
+    return tensor
+
+
+def _to_cuda(torch, tensor, device):
+    index = int(device.partition(":")[2] or 0)
+    if torch.cuda.is_available() and index < torch.cuda.device_count():
+        return tensor.to(device)
+    warnings.warn("a tensor from %s arrived where that device is not available; it is on the "
+                  "CPU" % device, DeviceFallbackWarning, stacklevel=2)
+    return tensor
+
+
+def _close(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
