@@ -42,6 +42,13 @@ void add_memory(nlohmann::json& out, const std::optional<ProcessMemory>& memory)
   out["vram_method"] = memory->vram_method;
 }
 
+// A pickled call's value and what the caller accepts back (docs/protocol.md, "Values").
+void copy_value_fields(const nlohmann::json& from, nlohmann::json& to) {
+  for (const char* key : {"pickle", "accept"}) {
+    if (from.contains(key)) to[key] = from[key];
+  }
+}
+
 }  // namespace
 
 nlohmann::json PoolStatus::to_json() const {
@@ -142,6 +149,12 @@ std::future<nlohmann::json> Pool::submit(Request request) {
     });
   });
   return future;
+}
+
+void Pool::submit(Request request, Handler handler) {
+  asio::post(io_, [this, request = std::move(request), handler = std::move(handler)]() mutable {
+    submit_on_loop(std::move(request), std::move(handler));
+  });
 }
 
 std::future<nlohmann::json> Pool::call(const std::string& env, const std::string& target,
@@ -331,6 +344,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                {"target", request.message["target"]},
                {"args", request.message["args"]},
                {"kwargs", request.message["kwargs"]}};
+    copy_value_fields(request.message, message);
     timeout = call_timeout(slot);
   } else {
     what = "release";
@@ -353,7 +367,8 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                }
                handler(std::move(outcome));
                pump(slot);
-             });
+             },
+             request.buffers.take());
 }
 
 void Pool::start_worker(Slot& slot) {

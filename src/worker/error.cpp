@@ -6,7 +6,7 @@
 namespace isohost::worker {
 namespace {
 
-constexpr std::array<std::pair<ErrorKind, const char*>, 13> kNames{{
+constexpr std::array<std::pair<ErrorKind, const char*>, 15> kNames{{
     {ErrorKind::spawn_failed, "SpawnFailed"},
     {ErrorKind::start_timeout, "StartTimeout"},
     {ErrorKind::protocol_error, "ProtocolError"},
@@ -20,6 +20,8 @@ constexpr std::array<std::pair<ErrorKind, const char*>, 13> kNames{{
     {ErrorKind::shutting_down, "HostShuttingDown"},
     {ErrorKind::config_error, "ConfigError"},
     {ErrorKind::control_error, "ControlError"},
+    {ErrorKind::encode_error, "EncodeError"},
+    {ErrorKind::decode_error, "DecodeError"},
 }};
 
 }  // namespace

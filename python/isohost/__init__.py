@@ -1,0 +1,153 @@
+"""isohost for Python hosts: run functions in isolated per-environment workers and pass real
+Python objects both ways (docs/python-api.md).
+
+    import isohost, numpy as np
+
+    with isohost.Host({"env": {"np": {"python": "/usr/bin/python3"}}}) as host:
+        total = host.call("np", "numpy:sum", np.ones((1024, 1024), np.float32))
+
+Plain JSON values travel as JSON; anything else as a pickle (protocol 5) whose large buffers
+(numpy arrays, torch tensors, bytes, bytearray, memoryview) travel as memfds: one copy on the
+sending side, none on the receiving side for arrays and tensors.
+"""
+
+import asyncio
+import json
+import os
+
+import isohost_worker
+from isohost_worker import values
+from isohost_worker.values import DeviceFallbackWarning
+
+from isohost import _isohost, config as _config
+from isohost.errors import (BadRequest, CallTimeout, ConfigError, ControlError, CrashLoop,
+                            DecodeError, EncodeError, Error, HostShuttingDown, ProtocolError,
+                            SpawnFailed, StartTimeout, TargetNotFound, UnknownEnvironment,
+                            WorkerCrashed, WorkerException, from_core)
+
+__all__ = [
+    "Host", "Error", "SpawnFailed", "StartTimeout", "ProtocolError", "WorkerCrashed",
+    "CallTimeout", "WorkerException", "TargetNotFound", "BadRequest", "CrashLoop",
+    "UnknownEnvironment", "HostShuttingDown", "ConfigError", "ControlError", "EncodeError",
+    "DecodeError", "DeviceFallbackWarning",
+]
+
+# Where the workers' runtime lives: beside this package (build/python).
+_RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.abspath(isohost_worker.__file__)))
+
+
+class Host:
+    """One pool of workers, one per configured environment, started lazily on first call.
+
+    `config` is a path to a TOML file (README, "Usage") or the same as a dict. Every method
+    may be called from any thread; the blocking ones release the GIL while they wait.
+    """
+
+    def __init__(self, config=None):
+        try:
+            if config is None:
+                self._core = _isohost.Core.from_toml("", "(defaults)", os.getcwd(), _RUNTIME_DIR)
+            elif isinstance(config, dict):
+                self._core = _isohost.Core.from_toml(_config.to_toml(config), "(dict)",
+                                                     os.getcwd(), _RUNTIME_DIR)
+            else:
+                self._core = _isohost.Core(os.fspath(config), _RUNTIME_DIR)
+        except _isohost.CoreError as e:
+            raise from_core(str(e)) from None
+        except TypeError as e:
+            raise ConfigError(str(e)) from None
+
+    def call(self, env, target, *args, **kwargs):
+        """Run `target` ("module:function") in environment `env`'s worker and return its
+        result. Raises an isohost.Error subclass named for what went wrong."""
+        return self._finish(self._submit("call", env, target, args, kwargs))
+
+    async def call_async(self, env, target, *args, **kwargs):
+        """call() for asyncio: the event loop waits on a descriptor, no thread is held. The
+        arguments are pickled (one copy of each large buffer) before the first await."""
+        pending = self._submit("call", env, target, args, kwargs)
+        await _completion(pending)
+        return self._finish(pending)
+
+    def ps(self):
+        """Every worker's state and memory, the host's own, and the device's (as `isohost ps
+        --json` prints them)."""
+        return json.loads(self._core_call(self._core.status))
+
+    def release(self, env):
+        """Ask `env`'s worker to drop its caches; returns its receipt ({"released": False, ...}
+        when none runs)."""
+        return self._finish(self._submit("release", env))
+
+    def reap(self, env):
+        """End `env`'s worker once it is idle; the next call starts a fresh one."""
+        return self._finish(self._submit("reap", env))
+
+    def close(self):
+        """Shut every worker down (shutdown frame, grace period, kill). Idempotent."""
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _submit(self, kind, env, target=None, args=(), kwargs=None):
+        message, fds = {}, []
+        if kind == "call":
+            message = {"target": target, "accept": values.PICKLE5}
+            args = list(args)
+            kwargs = kwargs or {}
+            if values.is_plain_json(args) and values.is_plain_json(kwargs):
+                message.update(args=args, kwargs=kwargs)
+            else:
+                encoded = _encode((tuple(args), kwargs))
+                message.update(args=[], kwargs={}, pickle=encoded.description)
+                fds = encoded.fds
+        # The core owns `fds` from here on, whatever happens.
+        return self._core_call(self._core.submit, kind, env, json.dumps(message), fds)
+
+    @staticmethod
+    def _core_call(method, *args):
+        try:
+            return method(*args)
+        except _isohost.CoreError as e:
+            raise from_core(str(e)) from None
+
+    @staticmethod
+    def _finish(pending):
+        kind, text, fds = pending.wait()
+        if kind == "value":
+            return json.loads(text)
+        if kind == "pickle":
+            try:
+                return values.decode(json.loads(text), fds)
+            except Exception as e:
+                raise DecodeError("the result could not be unpickled here: %s: %s"
+                                  % (type(e).__name__, e)) from e
+        raise from_core(text)
+
+
+def _encode(value):
+    try:
+        return values.encode(value)
+    except Exception as e:
+        raise EncodeError("the arguments could not be pickled: %s: %s"
+                          % (type(e).__name__, e)) from e
+
+
+async def _completion(pending):
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    fd = pending.fileno()
+
+    def on_readable():
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, on_readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
