@@ -222,8 +222,20 @@ def _memfd_with(view):
 
 
 class _Pickler(pickle.Pickler):
+    """pickle.Pickler with this module's hooks. They are methods of a separate _Reductions,
+    set on the instance before __init__ looks them up, so that no reference cycle runs through
+    the pickler: its memo, which holds the value, goes when encode() returns rather than at the
+    next garbage collection."""
+
     def __init__(self, file, sink):
+        reductions = _Reductions(sink)
+        self.persistent_id = reductions.persistent_id
+        self.reducer_override = reductions.reducer_override
         super().__init__(file, protocol=5, buffer_callback=sink.pickle_buffer)
+
+
+class _Reductions:
+    def __init__(self, sink):
         self._sink = sink
         # Temporaries whose memory a PickleBuffer points at (contiguous copies, CPU copies of
         # CUDA tensors) must live until dump() returns.
@@ -351,7 +363,11 @@ def _map(fd, entry, readonly, what):
         raise DecodeError("%s holds %d bytes but is described as %d" % (what, actual, size))
     if size == 0:
         return b"" if readonly else bytearray()
-    return mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else mmap.ACCESS_COPY)
+    access = mmap.ACCESS_READ if readonly else mmap.ACCESS_COPY
+    try:  # Python 3.13+: the mapping need not keep a duplicate of the descriptor
+        return mmap.mmap(fd, size, access=access, trackfd=False)
+    except TypeError:
+        return mmap.mmap(fd, size, access=access)
 
 
 def _close_map(m):
@@ -363,13 +379,22 @@ def _close_map(m):
 
 
 class _Unpickler(pickle.Unpickler):
+    """pickle.Unpickler over received buffers. As with _Pickler, the hooks belong to a separate
+    _BufferTable so that no cycle keeps the mappings alive after load() returns."""
+
     def __init__(self, stream, maps):
-        super().__init__(io.BytesIO(stream), buffers=self._pickle_buffers())
+        table = _BufferTable(maps)
+        self.persistent_load = table.persistent_load
+        super().__init__(io.BytesIO(stream), buffers=table.pickle_buffers())
+
+
+class _BufferTable:
+    def __init__(self, maps):
         self._maps = maps
         self._taken = set()
         self._by_persistent_id = {}
 
-    def _pickle_buffers(self):
+    def pickle_buffers(self):
         # Buffers are listed in the order the pickler met them; those not taken by a
         # persistent id are pickle's own, consumed in that same order.
         index = 0
