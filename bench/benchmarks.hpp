@@ -20,5 +20,8 @@ std::vector<Figure> bench_rtt(const BenchOptions& options);
 std::vector<Figure> bench_start(const BenchOptions& options);
 // probe.16_processes (bare workers) and probe.16_processes_torch (each has imported torch).
 std::vector<Figure> bench_probe(const BenchOptions& options);
+// transfer.memcpy_64MiB (the limit), transfer.send_64MiB and transfer.recv_64MiB: a 64 MiB
+// float32 array to a worker and one back through the Python API (rounds / 100, at least 10).
+std::vector<Figure> bench_transfer(const BenchOptions& options);
 
 }  // namespace isohost::bench

@@ -6,6 +6,8 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <string>
@@ -110,6 +112,9 @@ PYBIND11_MODULE(_isohost, m) {
   using binding::Core;
   using binding::PendingCall;
   m.doc() = "isohost's C++ host core; use the isohost package";
+  // The host's log (worker starts and ends, the workers' own output) goes to stderr: a Python
+  // host's stdout is its own.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("isohost"));
 
   binding::core_error = PyErr_NewException("_isohost.CoreError", nullptr, nullptr);
   m.attr("CoreError") = py::handle(binding::core_error);
