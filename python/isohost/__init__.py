@@ -44,6 +44,7 @@ class Host:
     """
 
     def __init__(self, config=None):
+        self._peers = {}
         try:
             if config is None:
                 self._core = _isohost.Core.from_toml("", "(defaults)", os.getcwd(), _RUNTIME_DIR)
@@ -60,14 +61,14 @@ class Host:
     def call(self, env, target, *args, **kwargs):
         """Run `target` ("module:function") in environment `env`'s worker and return its
         result. Raises an isohost.Error subclass named for what went wrong."""
-        return self._finish(self._submit("call", env, target, args, kwargs))
+        return self._finish(self._submit("call", env, target, args, kwargs), self._peer(env))
 
     async def call_async(self, env, target, *args, **kwargs):
         """call() for asyncio: the event loop waits on a descriptor, no thread is held. The
         arguments are pickled (one copy of each large buffer) before the first await."""
         pending = self._submit("call", env, target, args, kwargs)
         await _completion(pending)
-        return self._finish(pending)
+        return self._finish(pending, self._peer(env))
 
     def ps(self):
         """Every worker's state and memory, the host's own, and the device's (as `isohost ps
@@ -76,16 +77,22 @@ class Host:
 
     def release(self, env):
         """Ask `env`'s worker to drop its caches; returns its receipt ({"released": False, ...}
-        when none runs)."""
-        return self._finish(self._submit("release", env))
+        when none runs). Memfds this process keeps to send back to that worker are closed."""
+        values.drop_spares(self._peer(env))
+        return self._finish(self._submit("release", env), self._peer(env))
 
     def reap(self, env):
         """End `env`'s worker once it is idle; the next call starts a fresh one."""
-        return self._finish(self._submit("reap", env))
+        values.drop_spares(self._peer(env))
+        return self._finish(self._submit("reap", env), self._peer(env))
 
     def close(self):
         """Shut every worker down (shutdown frame, grace period, kill). Idempotent."""
         self._core.close()
+        for peer in self._peers.values():
+            peer.open = False
+            values.drop_spares(peer)
+        values.drop_spares()
 
     def __enter__(self):
         return self
@@ -99,14 +106,23 @@ class Host:
             message = {"target": target, "accept": values.PICKLE5}
             args = list(args)
             kwargs = kwargs or {}
-            if values.is_plain_json(args) and values.is_plain_json(kwargs):
+            # Spare memfds going back to the worker ride only on a pickled value.
+            peer = self._peer(env)
+            if (values.is_plain_json(args) and values.is_plain_json(kwargs)
+                    and not values.has_returns(peer)):
                 message.update(args=args, kwargs=kwargs)
             else:
-                encoded = _encode((tuple(args), kwargs))
+                encoded = _encode((tuple(args), kwargs), peer)
                 message.update(args=[], kwargs={}, pickle=encoded.description)
                 fds = encoded.fds
         # The core owns `fds` from here on, whatever happens.
         return self._core_call(self._core.submit, kind, env, json.dumps(message), fds)
+
+    def _peer(self, env):
+        peer = self._peers.get(env)
+        if peer is None:
+            peer = self._peers.setdefault(env, _Peer())
+        return peer
 
     @staticmethod
     def _core_call(method, *args):
@@ -116,22 +132,32 @@ class Host:
             raise from_core(str(e)) from None
 
     @staticmethod
-    def _finish(pending):
+    def _finish(pending, peer):
         kind, text, fds = pending.wait()
         if kind == "value":
             return json.loads(text)
         if kind == "pickle":
             try:
-                return values.decode(json.loads(text), fds)
+                return values.decode(json.loads(text), fds, peer)
             except Exception as e:
                 raise DecodeError("the result could not be unpickled here: %s: %s"
                                   % (type(e).__name__, e)) from e
         raise from_core(text)
 
 
-def _encode(value):
+class _Peer:
+    """One environment's worker as values.py sees it: spare memfds received from it go back to
+    it with the next call, while the host is open."""
+
+    __slots__ = ("open", "__weakref__")
+
+    def __init__(self):
+        self.open = True
+
+
+def _encode(value, peer):
     try:
-        return values.encode(value)
+        return values.encode(value, peer)
     except Exception as e:
         raise EncodeError("the arguments could not be pickled: %s: %s"
                           % (type(e).__name__, e)) from e

@@ -38,7 +38,7 @@ def _parse(request):
 def _unpickle_arguments(request):
     """(args, kwargs) from a pickled call: the value is the pair, args a tuple."""
     try:
-        pair = values.decode(request["pickle"], values.take_descriptors(request))
+        pair = values.decode(request["pickle"], values.take_descriptors(request), values.HOST)
     except BaseException as e:
         raise Failure(DECODE, e, _beyond_here(e)) from None
     if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], dict)

@@ -11,6 +11,8 @@ import sys
 import time
 import traceback
 
+from isohost_worker import values
+
 _release_callbacks = []
 
 
@@ -69,6 +71,7 @@ def release():
             sys.stderr.write("isohost_worker: release callback %r failed:\n%s"
                              % (fn, traceback.format_exc()))
     collected = gc.collect()
+    values.drop_spares()  # memfds kept for reuse hold pages no process maps
     cuda = _initialised_cuda()
     if cuda is not None:
         cuda.empty_cache()

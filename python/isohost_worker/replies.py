@@ -8,7 +8,9 @@ from isohost_worker import errors, frames, values
 def encode(reply, request):
     """(frame bytes, descriptors to attach). The caller closes the descriptors after sending."""
     accepts_pickle = request.get("accept") == values.PICKLE5
-    if reply["ok"] and accepts_pickle and not values.is_plain_json(reply["value"]):
+    # Spare memfds going back to the host ride only on a pickled value.
+    if reply["ok"] and accepts_pickle and (values.has_returns(values.HOST)
+                                           or not values.is_plain_json(reply["value"])):
         return _pickled(reply)
     try:
         return frames.encode(reply), []
@@ -24,7 +26,7 @@ def error_reply(request_id, error):
 
 def _pickled(reply):
     try:
-        encoded = values.encode(reply["value"])
+        encoded = values.encode(reply["value"], values.HOST)
     except Exception as e:
         return frames.encode(error_reply(reply["id"], errors.describe(errors.ENCODE, e))), []
     body = {"op": "reply", "id": reply["id"], "ok": True, "pickle": encoded.description}

@@ -31,7 +31,9 @@ import mmap
 import os
 import pickle
 import sys
+import threading
 import warnings
+import weakref
 
 PICKLE5 = "pickle5"
 # Buffers smaller than this are copied into the pickle stream: a memfd costs a few system
@@ -41,6 +43,16 @@ INLINE_LIMIT = 64 * 1024
 STREAM_INLINE_LIMIT = 64 * 1024
 # One frame carries at most 64 descriptors (frames.MAX_BUFFERS); one may be the stream's.
 MAX_OUT_OF_BAND = 63
+
+# Spare memfds (see _Spares): buffers smaller than this are not kept for reuse; each process
+# keeps at most MAX_SPARES (and MAX_SPARE_BYTES) free ones and as many waiting to go back to
+# each peer, and holds the descriptors of at most MAX_TRACKED received buffers still mapped.
+SPARE_MIN = 1 << 20
+MAX_SPARES = 4
+MAX_SPARE_BYTES = 256 << 20
+MAX_TRACKED = 64
+# The peer of a worker: its host.
+HOST = "host"
 
 # Where the runtime keeps the descriptors that came with a request, beside its JSON fields: a
 # key that no JSON object can hold.
@@ -121,10 +133,12 @@ class Encoded:
         self.close()
 
 
-def encode(value):
-    """Pickle `value` with its large buffers in memfds. Raises what pickle raises for a value it
-    cannot pickle (TypeError, pickle.PicklingError, AttributeError, ...); no descriptor is left
-    open then."""
+def encode(value, peer=None):
+    """Pickle `value` with its large buffers in memfds, for `peer` (a hashable that names the
+    process it goes to: spare memfds that came from there ride back with it; one whose `open`
+    attribute turns false gets none back any more). Raises what pickle raises
+    for a value it cannot pickle (TypeError, pickle.PicklingError, AttributeError, ...); no
+    descriptor is left open then."""
     sink = _BufferSink()
     stream = io.BytesIO()
     try:
@@ -140,15 +154,36 @@ def encode(value):
     except BaseException:
         sink.close()
         raise
-    return Encoded({"stream": stream_description, "buffers": sink.entries}, fds)
+    description = {"stream": stream_description, "buffers": sink.entries}
+    returned = _spares.returns_for(peer)
+    if returned:
+        description["returned"] = len(returned)
+    return Encoded(description, fds + returned)
 
 
-def decode(description, fds):
-    """The value that `description` and `fds` carry. Always closes every descriptor in `fds`.
-    Raises DecodeError when they do not match, and whatever unpickling raises (a class the
-    receiving side cannot import, say)."""
+def has_returns(peer):
+    """Whether spare memfds wait to go back to `peer` (a reason to send a value pickled)."""
+    return _spares.has_returns(peer)
+
+
+def drop_spares(peer=None):
+    """Close the spare memfds kept for reuse (and, with `peer`, only those waiting to go back
+    to it): their memory goes back to the system."""
+    _spares.drop(peer)
+
+
+def decode(description, fds, peer=None):
+    """The value that `description` and `fds` carry, from `peer`. Always closes or keeps every
+    descriptor in `fds`. Raises DecodeError when they do not match, and whatever unpickling
+    raises (a class the receiving side cannot import, say)."""
     try:
-        stream, maps = _map_all(description, fds)
+        returned = description.get("returned", 0) if isinstance(description, dict) else 0
+        if type(returned) is not int or not 0 <= returned <= len(fds):
+            raise DecodeError("the value returns %r spare buffer(s) of %d descriptor(s)"
+                              % (returned, len(fds)))
+        value_fds = fds[:len(fds) - returned]
+        _spares.accept(fds[len(value_fds):])
+        stream, maps = _map_all(description, value_fds, peer)
     finally:
         for fd in fds:
             _close(fd)
@@ -206,14 +241,24 @@ class _BufferSink:
 
 
 def _memfd_with(view):
-    """A sealed memfd holding a copy of `view` (one write: faster than mmap and copy, which
-    faults each page in separately; docs/python-api.md has the figures)."""
+    """A sealed memfd holding a copy of `view`: a spare of the same size rewritten, else a
+    fresh one. One write either way: faster than mmap and copy, which faults each page in
+    separately (docs/python-api.md has the figures)."""
+    view = memoryview(view).cast("B")
+    size = view.nbytes
+    fd = _spares.take(size)
+    if fd is not None:
+        try:
+            _spares.copy_into(fd, view)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
     fd = os.memfd_create("isohost-value", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        view = memoryview(view).cast("B")
-        done, size = 0, view.nbytes
+        done = 0
         while done < size:
-            done += os.write(fd, view[done:])
+            done += os.pwrite(fd, view[done:], done)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
     except BaseException:
         os.close(fd)
@@ -310,9 +355,150 @@ def _plain_tensor(torch, t):
             and t.device.type in ("cpu", "cuda") and t.grad_fn is None)
 
 
+class _Spares:
+    """Memfds kept for reuse. Allocating and freeing the pages of a fresh memfd costs several
+    times the copy into it (64 MiB: about 40 ms here against 11 ms to rewrite one), so a
+    receiver keeps each large buffer's descriptor while its mapping lives, and once the mapping
+    is collected sends the memfd back to the process it came from with its next value to it
+    ("returned" in docs/protocol.md). That process rewrites it for its next value of the same
+    size. Bounded everywhere; drop() (a worker's release) gives the memory back.
+    Thread safety: a lock; finalizers run on whichever thread drops a value."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free = []  # (size, fd), oldest first
+        self._returns = {}  # peer -> [(size, fd)]
+        self._tracked = 0
+        # Writable mappings of reused memfds, by inode, least recently used first: copying
+        # into a mapping whose pages are in place is a memcpy (6 ms for 64 MiB here), where a
+        # write() walks the page cache page by page (12 ms) and a new mapping faults each page.
+        self._mappings = {}
+
+    def track(self, mapping, fd, size, peer):
+        """Keep a duplicate of `fd` until `mapping` is collected, then queue it for `peer`."""
+        with self._lock:
+            if size < SPARE_MIN or self._tracked >= MAX_TRACKED:
+                return
+            self._tracked += 1
+        finalizer = weakref.finalize(mapping, self._released, os.dup(fd), size, peer)
+        finalizer.atexit = False
+
+    def _released(self, fd, size, peer):
+        if not getattr(peer, "open", True):  # a closed host's worker: nobody to send it to
+            with self._lock:
+                self._tracked -= 1
+            _close(fd)
+            return
+        with self._lock:
+            self._tracked -= 1
+            queue = self._returns.setdefault(peer, [])
+            queue.append((size, fd))
+            surplus = _trim(queue)
+        _close_pairs(surplus)
+
+    def has_returns(self, peer):
+        with self._lock:
+            return bool(self._returns.get(peer))
+
+    def returns_for(self, peer):
+        """The descriptors waiting to go back to `peer`, now the caller's."""
+        with self._lock:
+            queue = self._returns.pop(peer, [])
+        return [fd for _, fd in queue]
+
+    def accept(self, fds):
+        """Take spare memfds a peer sent back; keep those fit for reuse (a memfd of fixed size
+        that can still be written), close the rest."""
+        kept = []
+        for fd in fds:
+            try:
+                seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+                size = os.fstat(fd).st_size
+            except OSError:
+                continue
+            if seals & (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) == (
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) and not seals & fcntl.F_SEAL_WRITE:
+                kept.append((size, os.dup(fd)))
+        with self._lock:
+            self._free.extend(kept)
+            surplus = _trim(self._free)
+        _close_pairs(surplus)
+
+    def take(self, size):
+        """A free spare of exactly `size` bytes (the seals fix its size), or None."""
+        if size < SPARE_MIN:
+            return None
+        with self._lock:
+            for i, (spare_size, fd) in enumerate(self._free):
+                if spare_size == size:
+                    del self._free[i]
+                    return fd
+        return None
+
+    def copy_into(self, fd, view):
+        """Copy `view` into the spare `fd` (of exactly its size) through a writable shared
+        mapping kept for the next reuse; at most MAX_SPARES (and MAX_SPARE_BYTES) are kept,
+        older ones unmapped. Under the lock, so no other thread unmaps it mid-copy."""
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            mapping = self._mappings.pop(key, None)
+            if mapping is None or len(mapping) != view.nbytes:
+                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+                mapping = mmap.mmap(fd, view.nbytes, flags=flags,
+                                    prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            mapping[:] = view
+            self._mappings[key] = mapping
+            while (len(self._mappings) > MAX_SPARES
+                   or sum(len(m) for m in self._mappings.values()) > MAX_SPARE_BYTES):
+                _close_map(self._mappings.pop(next(iter(self._mappings))))
+
+    def drop(self, peer=None):
+        mappings = []
+        with self._lock:
+            if peer is None:
+                dropped, self._free = self._free, []
+                for queue in self._returns.values():
+                    dropped.extend(queue)
+                self._returns = {}
+                mappings, self._mappings = list(self._mappings.values()), {}
+            else:
+                dropped = self._returns.pop(peer, [])
+        _close_pairs(dropped)
+        for m in mappings:
+            _close_map(m)
+
+
+def _trim(pairs):
+    """Remove the oldest (size, fd) pairs past the bounds; returns them for closing."""
+    surplus = []
+    while pairs and (len(pairs) > MAX_SPARES or sum(size for size, _ in pairs) > MAX_SPARE_BYTES):
+        surplus.append(pairs.pop(0))
+    return surplus
+
+
+def _close_pairs(pairs):
+    for _, fd in pairs:
+        _close(fd)
+
+
+_spares = _Spares()
+
+
+def _forget_spares_in_child():
+    # A forked child must never rewrite a memfd its parent may also reuse.
+    global _spares
+    inherited, _spares = _spares, _Spares()
+    inherited._lock = threading.Lock()  # another thread may have held it at the fork
+    inherited.drop()
+
+
+os.register_at_fork(after_in_child=_forget_spares_in_child)
+
+
 # --- receiving -----------------------------------------------------------------------------
 
-def _map_all(description, fds):
+def _map_all(description, fds, peer):
     """The stream (bytes or a read-only mapping) and one mapping per buffer."""
     expected = buffer_count(description)
     if len(fds) != expected:
@@ -329,7 +515,7 @@ def _map_all(description, fds):
             except (ValueError, TypeError) as e:
                 raise DecodeError("the inline pickle stream is not base64: %s" % e) from None
         elif kind == "memfd":
-            stream = _map(next(descriptors), stream_description, True, "the stream")
+            stream = _map(next(descriptors), stream_description, True, "the stream", peer)
         else:
             raise DecodeError("unknown stream kind %r" % (kind,))
         for index, entry in enumerate(description["buffers"]):
@@ -337,7 +523,7 @@ def _map_all(description, fds):
                 raise DecodeError("buffer %d has unknown kind %r (this side knows 'memfd')"
                                   % (index, entry.get("kind") if isinstance(entry, dict) else entry))
             maps.append(_map(next(descriptors), entry, bool(entry.get("readonly")),
-                             "buffer %d" % index))
+                             "buffer %d" % index, peer))
     except BaseException:
         for m in maps:
             _close_map(m)
@@ -345,7 +531,7 @@ def _map_all(description, fds):
     return stream, maps
 
 
-def _map(fd, entry, readonly, what):
+def _map(fd, entry, readonly, what, peer):
     """A mapping of a received memfd: read-only, or private copy-on-write so the receiver may
     write to its own value without a copy up front."""
     size = entry.get("size")
@@ -365,9 +551,12 @@ def _map(fd, entry, readonly, what):
         return b"" if readonly else bytearray()
     access = mmap.ACCESS_READ if readonly else mmap.ACCESS_COPY
     try:  # Python 3.13+: the mapping need not keep a duplicate of the descriptor
-        return mmap.mmap(fd, size, access=access, trackfd=False)
+        mapping = mmap.mmap(fd, size, access=access, trackfd=False)
     except TypeError:
-        return mmap.mmap(fd, size, access=access)
+        mapping = mmap.mmap(fd, size, access=access)
+    if peer is not None:
+        _spares.track(mapping, fd, size, peer)
+    return mapping
 
 
 def _close_map(m):

@@ -75,7 +75,7 @@ class Core {
     if (closed_) return;
     closed_ = true;  // under the GIL, so no submit can slip in behind the shutdown
     py::gil_scoped_release release;
-    pool_->shutdown();
+    pool_.reset();  // shuts down, then frees the event loop's descriptors too
   }
 
  private:

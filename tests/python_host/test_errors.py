@@ -29,7 +29,7 @@ def raw_call(host, description, fds):
     """A pickled call with a hand-made description, through the core as the API sends one."""
     message = {"target": "isohost_value_funcs:echo", "args": [], "kwargs": {},
                "accept": values.PICKLE5, "pickle": description}
-    return host._finish(host._core.submit("call", "w", json.dumps(message), fds))
+    return host._finish(host._core.submit("call", "w", json.dumps(message), fds), host._peer("w"))
 
 
 def sealed_memfd(size):
