@@ -32,6 +32,9 @@ __all__ = [
     "DecodeError", "DeviceFallbackWarning",
 ]
 
+# A JSON body past this goes pickled instead (a frame's body is at most 64 MiB).
+_JSON_LIMIT = 60 << 20
+
 # Where the workers' runtime lives: beside this package (build/python).
 _RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.abspath(isohost_worker.__file__)))
 
@@ -101,22 +104,25 @@ class Host:
         self.close()
 
     def _submit(self, kind, env, target=None, args=(), kwargs=None):
-        message, fds = {}, []
+        text, fds = "{}", []
         if kind == "call":
-            message = {"target": target, "accept": values.PICKLE5}
-            args = list(args)
-            kwargs = kwargs or {}
-            # Spare memfds going back to the worker ride only on a pickled value.
-            peer = self._peer(env)
-            if (values.is_plain_json(args) and values.is_plain_json(kwargs)
-                    and not values.has_returns(peer)):
-                message.update(args=args, kwargs=kwargs)
-            else:
-                encoded = _encode((tuple(args), kwargs), peer)
-                message.update(args=[], kwargs={}, pickle=encoded.description)
-                fds = encoded.fds
+            text, fds = self._call_message(env, target, list(args), kwargs or {})
         # The core owns `fds` from here on, whatever happens.
-        return self._core_call(self._core.submit, kind, env, json.dumps(message), fds)
+        return self._core_call(self._core.submit, kind, env, text, fds)
+
+    def _call_message(self, env, target, args, kwargs):
+        """A call's message (JSON text) and its descriptors: JSON arguments where they are
+        plain, fit a frame and no spare memfd waits to ride back to the worker; else pickled."""
+        peer = self._peer(env)
+        message = {"target": target, "accept": values.PICKLE5, "args": args, "kwargs": kwargs}
+        if (values.is_plain_json(args) and values.is_plain_json(kwargs)
+                and not values.has_returns(peer)):
+            text = json.dumps(message)
+            if len(text) <= _JSON_LIMIT:
+                return text, []
+        encoded = _encode((tuple(args), kwargs), peer)
+        message.update(args=[], kwargs={}, pickle=encoded.description)
+        return json.dumps(message), encoded.fds
 
     def _peer(self, env):
         peer = self._peers.get(env)

@@ -42,7 +42,8 @@ INLINE_LIMIT = 64 * 1024
 # A stream up to this size travels base64-encoded in the JSON body, larger in a memfd.
 STREAM_INLINE_LIMIT = 64 * 1024
 # One frame carries at most 64 descriptors (frames.MAX_BUFFERS); one may be the stream's.
-MAX_OUT_OF_BAND = 63
+MAX_DESCRIPTORS = 64
+MAX_OUT_OF_BAND = MAX_DESCRIPTORS - 1
 
 # Spare memfds (see _Spares): buffers smaller than this are not kept for reuse; each process
 # keeps at most MAX_SPARES (and MAX_SPARE_BYTES) free ones and as many waiting to go back to
@@ -155,7 +156,7 @@ def encode(value, peer=None):
         sink.close()
         raise
     description = {"stream": stream_description, "buffers": sink.entries}
-    returned = _spares.returns_for(peer)
+    returned = _spares.returns_for(peer, MAX_DESCRIPTORS - len(fds))
     if returned:
         description["returned"] = len(returned)
     return Encoded(description, fds + returned)
@@ -400,11 +401,12 @@ class _Spares:
         with self._lock:
             return bool(self._returns.get(peer))
 
-    def returns_for(self, peer):
-        """The descriptors waiting to go back to `peer`, now the caller's."""
+    def returns_for(self, peer, limit):
+        """Up to `limit` descriptors waiting to go back to `peer`, now the caller's."""
         with self._lock:
-            queue = self._returns.pop(peer, [])
-        return [fd for _, fd in queue]
+            queue = self._returns.get(peer, [])
+            taken, queue[:] = queue[:max(limit, 0)], queue[max(limit, 0):]
+        return [fd for _, fd in taken]
 
     def accept(self, fds):
         """Take spare memfds a peer sent back; keep those fit for reuse (a memfd of fixed size

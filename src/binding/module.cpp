@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "binding/pending_call.hpp"
+#include "wire/frame.hpp"
 #include "pool/pool.hpp"
 
 namespace py = pybind11;
@@ -58,6 +59,10 @@ class Core {
     std::vector<wire::UniqueFd> owned;
     for (int fd : fds) owned.emplace_back(fd);
     refuse_if_closed();
+    if (owned.size() > wire::kMaxBuffers) {
+      throw Error(ErrorKind::bad_request, std::to_string(owned.size()) + " buffers exceed the " +
+                                              std::to_string(wire::kMaxBuffers) + " a frame may carry");
+    }
     pool::Request request{request_kind(kind), env, parse_message(message_text),
                           wire::SharedFds(std::move(owned))};
     auto pending = std::make_shared<PendingCall>();

@@ -173,3 +173,14 @@ def test_concurrent_calls_from_threads(host):
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(one, range(24)))
+
+
+def test_more_buffers_than_a_frame_carries(host):
+    arrays = [np.full(32 * 1024, i, dtype=np.int32) for i in range(100)]  # 128 KiB each
+    result = echo(host, arrays)
+    assert all(np.array_equal(r, a) for r, a in zip(result, arrays)) and len(result) == 100
+
+
+def test_json_arguments_too_big_for_a_frame_go_pickled(host):
+    big = ["x" * 1000] * 70_000  # 70 MB as JSON
+    assert host.call("w", "isohost_test_funcs:echo", big) == big
