@@ -52,8 +52,9 @@ nlohmann::json python_api_samples(const BenchOptions& options, int rounds) {
   const int status = ::pclose(pipe.release());
   // The samples are the last line; the host's log lines may come before it.
   const auto last_line = output.find_last_of('\n', output.size() > 1 ? output.size() - 2 : 0);
-  auto samples = nlohmann::json::parse(last_line == std::string::npos ? output : output.substr(last_line + 1),
-                                       nullptr, /*allow_exceptions=*/false);
+  auto samples =
+      nlohmann::json::parse(last_line == std::string::npos ? output : output.substr(last_line + 1),
+                            nullptr, /*allow_exceptions=*/false);
   if (status != 0 || !samples.is_object()) {
     throw std::runtime_error(command + " failed (status " + std::to_string(status) +
                              "): is the isohost package built for this Python? " + output);

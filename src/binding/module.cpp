@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "binding/pending_call.hpp"
-#include "wire/frame.hpp"
 #include "pool/pool.hpp"
+#include "wire/frame.hpp"
 
 namespace py = pybind11;
 
@@ -55,18 +55,21 @@ class Core {
 
   // Takes ownership of `fds` at once, whatever happens next.
   std::shared_ptr<PendingCall> submit(const std::string& kind, const std::string& env,
-                                      const std::string& message_text, const std::vector<int>& fds) {
+                                      const std::string& message_text,
+                                      const std::vector<int>& fds) {
     std::vector<wire::UniqueFd> owned;
     for (int fd : fds) owned.emplace_back(fd);
     refuse_if_closed();
     if (owned.size() > wire::kMaxBuffers) {
       throw Error(ErrorKind::bad_request, std::to_string(owned.size()) + " buffers exceed the " +
-                                              std::to_string(wire::kMaxBuffers) + " a frame may carry");
+                                              std::to_string(wire::kMaxBuffers) +
+                                              " a frame may carry");
     }
     pool::Request request{request_kind(kind), env, parse_message(message_text),
                           wire::SharedFds(std::move(owned))};
     auto pending = std::make_shared<PendingCall>();
-    pool_->submit(std::move(request), [pending](worker::Outcome outcome) { pending->complete(std::move(outcome)); });
+    pool_->submit(std::move(request),
+                  [pending](worker::Outcome outcome) { pending->complete(std::move(outcome)); });
     return pending;
   }
 
@@ -101,7 +104,8 @@ py::tuple wait_for(PendingCall& pending) {
     outcome = &pending.wait();
   }
   if (!outcome->ok()) return py::make_tuple("error", dump(outcome->error().to_json()), py::list());
-  if (outcome->pickle().is_null()) return py::make_tuple("value", dump(outcome->value()), py::list());
+  if (outcome->pickle().is_null())
+    return py::make_tuple("value", dump(outcome->value()), py::list());
   auto fds = outcome->buffers().take();
   py::list fd_list;
   for (auto& fd : fds) fd_list.append(fd.get());

@@ -23,11 +23,13 @@ constexpr std::size_t kSize = 3u << 20;
 // pickle.dumps(((persistent id ("isohost", 0, "bytes", "B", None),), {}), protocol=5): the
 // arguments (one bytes object, buffer 0 of the value) as python/isohost_worker/values.py
 // writes them.
-constexpr const char* kOneBytesArgument = "gAWVJAAAAAAAAAAojAdpc29ob3N0lEsAjAVieXRlc5SMAUKUTnSUUYWUfZSGlC4=";
+constexpr const char* kOneBytesArgument =
+    "gAWVJAAAAAAAAAAojAdpc29ob3N0lEsAjAVieXRlc5SMAUKUTnSUUYWUfZSGlC4=";
 
 nlohmann::json one_buffer_value(std::size_t announced_size) {
   return {{"stream", {{"kind", "inline"}, {"data", kOneBytesArgument}}},
-          {"buffers", nlohmann::json::array({{{"kind", "memfd"}, {"size", announced_size}, {"readonly", true}}})}};
+          {"buffers", nlohmann::json::array(
+                          {{{"kind", "memfd"}, {"size", announced_size}, {"readonly", true}}})}};
 }
 
 // A sealed memfd of kSize bytes, byte i holding i % 251.
@@ -45,7 +47,8 @@ std::uint64_t pattern_sum() {
   return sum;
 }
 
-Request pickled_call(const std::string& target, nlohmann::json value, std::vector<wire::UniqueFd> fds) {
+Request pickled_call(const std::string& target, nlohmann::json value,
+                     std::vector<wire::UniqueFd> fds) {
   auto request = Request::call("a", target);
   request.message["pickle"] = std::move(value);
   request.buffers = wire::SharedFds(std::move(fds));
@@ -55,7 +58,8 @@ Request pickled_call(const std::string& target, nlohmann::json value, std::vecto
 Outcome outcome_of(Pool& pool, Request request) {
   auto promise = std::make_shared<std::promise<Outcome>>();
   auto future = promise->get_future();
-  pool.submit(std::move(request), [promise](Outcome outcome) { promise->set_value(std::move(outcome)); });
+  pool.submit(std::move(request),
+              [promise](Outcome outcome) { promise->set_value(std::move(outcome)); });
   return future.get();
 }
 
@@ -65,7 +69,8 @@ TEST(PoolBuffers, ARequestsMemfdReachesTheWorkerIntact) {
   const int fds_before = open_descriptor_count();
   std::vector<wire::UniqueFd> fds;
   fds.push_back(patterned_memfd());
-  const auto outcome = outcome_of(pool, pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), std::move(fds)));
+  const auto outcome = outcome_of(
+      pool, pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), std::move(fds)));
   ASSERT_TRUE(outcome.ok()) << outcome.error().what();
   EXPECT_EQ(outcome.value(), nlohmann::json::array({kSize, pattern_sum()}));
   EXPECT_EQ(open_descriptor_count(), fds_before) << "the host closed its copy once sent";
@@ -86,19 +91,22 @@ TEST(PoolBuffers, AReplysMemfdsReachTheCaller) {
   ASSERT_EQ(wire::memfd_size(fds[0].get()), kSize);
   const auto mapping = wire::MappedBuffer::map(fds[0].get(), wire::MappedBuffer::Access::read_only);
   const auto bytes = mapping.bytes();
-  EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{7}; }));
+  EXPECT_TRUE(
+      std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{7}; }));
 }
 
 TEST(PoolBuffers, ABufferAnnouncedButMissingIsADecodeErrorAndTheWorkerServesOn) {
   Pool pool(fixture_config({"a"}));
   const auto pid = pool.call("a", "isohost_test_funcs:pid").get();
-  const auto missing = outcome_of(pool, pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), {}));
+  const auto missing =
+      outcome_of(pool, pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), {}));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().kind(), ErrorKind::decode_error);
   EXPECT_THAT(missing.error().what(), HasSubstr("announces 1 buffer(s) but 0 descriptor(s)"));
   std::vector<wire::UniqueFd> fds;
   fds.push_back(patterned_memfd());
-  const auto mismatch = outcome_of(pool, pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize + 1), std::move(fds)));
+  const auto mismatch = outcome_of(pool, pickled_call("isohost_value_funcs:checksum",
+                                                      one_buffer_value(kSize + 1), std::move(fds)));
   ASSERT_FALSE(mismatch.ok());
   EXPECT_EQ(mismatch.error().kind(), ErrorKind::decode_error);
   EXPECT_THAT(mismatch.error().what(), HasSubstr("is described as"));
@@ -110,7 +118,8 @@ TEST(PoolBuffers, BuffersOfARefusedRequestAreClosed) {
   const int fds_before = open_descriptor_count();
   std::vector<wire::UniqueFd> fds;
   fds.push_back(patterned_memfd());
-  auto request = pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), std::move(fds));
+  auto request =
+      pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), std::move(fds));
   request.env = "nope";
   const auto outcome = outcome_of(pool, std::move(request));
   ASSERT_FALSE(outcome.ok());
