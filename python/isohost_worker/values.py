@@ -366,7 +366,8 @@ class _Spares:
     Thread safety: a lock; finalizers run on whichever thread drops a value."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        # Reentrant: a garbage collection while the lock is held may run a finalizer here.
+        self._lock = threading.RLock()
         self._free = []  # (size, fd), oldest first
         self._returns = {}  # peer -> [(size, fd)]
         self._tracked = 0
@@ -491,7 +492,7 @@ def _forget_spares_in_child():
     # A forked child must never rewrite a memfd its parent may also reuse.
     global _spares
     inherited, _spares = _spares, _Spares()
-    inherited._lock = threading.Lock()  # another thread may have held it at the fork
+    inherited._lock = threading.RLock()  # another thread may have held it at the fork
     inherited.drop()
 
 
