@@ -25,6 +25,7 @@ here).
 import base64
 import ctypes
 import fcntl
+import functools
 import io
 import math
 import mmap
@@ -191,8 +192,7 @@ def decode(description, fds, peer=None):
     try:
         return _Unpickler(stream, maps).load()
     finally:
-        if isinstance(stream, mmap.mmap):
-            _close_map(stream)
+        _close_map(stream)  # copied into the unpickler; the buffers live on in the value
 
 
 def take_descriptors(message):
@@ -376,14 +376,14 @@ class _Spares:
         # write() walks the page cache page by page (12 ms) and a new mapping faults each page.
         self._mappings = {}
 
-    def track(self, mapping, fd, size, peer):
-        """Keep a duplicate of `fd` until `mapping` is collected, then queue it for `peer`."""
+    def track(self, fd, size, peer):
+        """Keep a duplicate of the received `fd`; returns what to call once its mapping is gone
+        (it queues the memfd for `peer`), or None when it is not kept."""
         with self._lock:
             if size < SPARE_MIN or self._tracked >= MAX_TRACKED:
-                return
+                return None
             self._tracked += 1
-        finalizer = weakref.finalize(mapping, self._released, os.dup(fd), size, peer)
-        finalizer.atexit = False
+        return functools.partial(self._released, os.dup(fd), size, peer)
 
     def _released(self, fd, size, peer):
         if not getattr(peer, "open", True):  # a closed host's worker: nobody to send it to
@@ -552,18 +552,52 @@ def _map(fd, entry, readonly, what, peer):
         raise DecodeError("%s holds %d bytes but is described as %d" % (what, actual, size))
     if size == 0:
         return b"" if readonly else bytearray()
-    access = mmap.ACCESS_READ if readonly else mmap.ACCESS_COPY
-    try:  # Python 3.13+: the mapping need not keep a duplicate of the descriptor
-        mapping = mmap.mmap(fd, size, access=access, trackfd=False)
-    except TypeError:
-        mapping = mmap.mmap(fd, size, access=access)
-    if peer is not None:
-        _spares.track(mapping, fd, size, peer)
-    return mapping
+    on_unmap = _spares.track(fd, size, peer) if peer is not None else None
+    try:
+        memory = _map_memory(fd, size, readonly, on_unmap)
+    except BaseException:
+        if on_unmap is not None:
+            on_unmap()
+        raise
+    view = pickle.PickleBuffer(memory).raw()
+    return view.toreadonly() if readonly else view
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _map_memory(fd, size, readonly, on_unmap):
+    """A ctypes array over a new mapping of `fd`, unmapped (then `on_unmap()`) when the array
+    is collected. Not Python's mmap, which keeps a duplicate of the descriptor for as long as
+    the mapping lives: a host holding thousands of received arrays would run out of
+    descriptors. Every object that uses the memory holds the array, through the buffer it
+    exports."""
+    prot = mmap.PROT_READ if readonly else mmap.PROT_READ | mmap.PROT_WRITE
+    flags = mmap.MAP_SHARED if readonly else mmap.MAP_PRIVATE
+    address = _libc.mmap(None, size, prot, flags, fd, 0)
+    if address is None or address == _MAP_FAILED:
+        error = ctypes.get_errno()
+        raise OSError(error, "mmap: %s" % os.strerror(error))
+    memory = (ctypes.c_char * size).from_address(address)
+    weakref.finalize(memory, _unmap, address, size, on_unmap).atexit = False
+    return memory
+
+
+def _unmap(address, size, on_unmap):
+    _libc.munmap(address, size)
+    if on_unmap is not None:
+        on_unmap()
 
 
 def _close_map(m):
-    if isinstance(m, mmap.mmap):
+    if isinstance(m, memoryview):
+        m.release()  # the mapping goes once nothing else uses it
+    elif isinstance(m, mmap.mmap):
         try:
             m.close()
         except BufferError:
