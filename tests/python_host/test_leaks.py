@@ -46,3 +46,13 @@ def test_closing_the_host_gives_back_every_descriptor_and_mapping():
     del result
     gc.collect()
     assert (descriptor_count(), mapping_count()) == before
+
+
+def test_received_arrays_hold_no_descriptors(host):
+    small = np.arange(64 * 1024, dtype=np.int32)  # 256 KiB: mapped, below the spare size
+    host.call("w", "isohost_value_funcs:echo", small)
+    before = descriptor_count()
+    kept = [host.call("w", "isohost_value_funcs:echo", small) for _ in range(300)]
+    assert descriptor_count() == before
+    assert all(np.array_equal(k, small) for k in kept)
+    assert mapping_count() >= 300  # each one its own mapping, alive
