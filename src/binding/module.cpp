@@ -98,11 +98,19 @@ class Core {
 // ("value", json, []) | ("pickle", description, [fds]) | ("error", worker::Error as JSON, []).
 // The descriptors become the caller's.
 py::tuple wait_for(PendingCall& pending) {
-  const worker::Outcome* outcome = nullptr;
-  {
-    py::gil_scoped_release release;
-    outcome = &pending.wait();
+  // In slices, so that Ctrl-C (any signal handler that raises) interrupts the wait; the call
+  // itself runs on in its worker, and its result is dropped when it comes.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  for (;;) {
+    bool done = false;
+    {
+      py::gil_scoped_release release;
+      done = pending.wait_for(kSlice);
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+  const worker::Outcome* outcome = &pending.wait();
   if (!outcome->ok()) return py::make_tuple("error", dump(outcome->error().to_json()), py::list());
   if (outcome->pickle().is_null())
     return py::make_tuple("value", dump(outcome->value()), py::list());

@@ -22,6 +22,11 @@ const worker::Outcome& PendingCall::wait() {
   return *outcome_;
 }
 
+bool PendingCall::wait_for(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return completed_.wait_for(lock, limit, [this] { return outcome_.has_value(); });
+}
+
 bool PendingCall::done() const {
   std::lock_guard lock(mutex_);
   return outcome_.has_value();

@@ -10,6 +10,7 @@
 // asyncio waits without a thread: event_fd() becomes readable once the outcome is in.
 // Thread safety: complete() on the loop thread, everything else on any thread.
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,9 @@ class PendingCall {
   const worker::Outcome& wait();
 
   [[nodiscard]] bool done() const;
+
+  // Waits at most `limit`; returns whether the outcome is in.
+  bool wait_for(std::chrono::milliseconds limit);
 
   // An eventfd that is readable once the outcome is in; made on first use. Throws
   // std::system_error.

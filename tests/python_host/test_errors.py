@@ -166,3 +166,25 @@ def test_release_reap_and_ps(fresh_host):
     assert fresh_host.release("other") == {"released": False,
                                           "reason": "no worker is running for environment 'other'"}
     assert worker_pid(fresh_host) != pid
+
+
+def test_a_signal_interrupts_a_waiting_call_and_the_host_serves_on(fresh_host):
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            fresh_host.call("w", "isohost_test_funcs:sleep", 1.5)
+        # Interrupted while the call still ran, not after it ended.
+        assert [w["state"] for w in fresh_host.ps()["workers"]] == ["busy"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fresh_host.call("w", "isohost_test_funcs:add", 2, 3) == 5  # after the sleep ends
