@@ -177,6 +177,7 @@ def test_a_signal_interrupts_a_waiting_call_and_the_host_serves_on(fresh_host):
     def interrupt(signum, frame):
         raise Interrupted()
 
+    worker_pid(fresh_host)  # started and ready before the timer runs
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.3)
