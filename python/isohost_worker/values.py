@@ -489,11 +489,11 @@ _spares = _Spares()
 
 
 def _forget_spares_in_child():
-    # A forked child must never rewrite a memfd its parent may also reuse.
+    # A forked child must never rewrite a memfd its parent may also reuse. As little as
+    # possible runs here (a child of a threaded process): the inherited descriptors are
+    # close-on-exec and simply left to the child's exit.
     global _spares
-    inherited, _spares = _spares, _Spares()
-    inherited._lock = threading.RLock()  # another thread may have held it at the fork
-    inherited.drop()
+    _spares = _Spares()
 
 
 os.register_at_fork(after_in_child=_forget_spares_in_child)
