@@ -2,7 +2,7 @@
 
 import importlib
 
-from isohost_worker import values
+from isohost_worker import frames
 from isohost_worker.errors import ARGUMENTS, CALL, DECODE, IMPORT, LOOKUP, Failure
 
 
@@ -37,8 +37,10 @@ def _parse(request):
 
 def _unpickle_arguments(request):
     """(args, kwargs) from a pickled call: the value is the pair, args a tuple."""
+    from isohost_worker import values  # only a pickled call pays for importing it
+
     try:
-        pair = values.decode(request["pickle"], values.take_descriptors(request), values.HOST)
+        pair = values.decode(request["pickle"], frames.take_descriptors(request), values.HOST)
     except BaseException as e:
         raise Failure(DECODE, e, _beyond_here(e)) from None
     if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], dict)

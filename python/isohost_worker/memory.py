@@ -11,8 +11,6 @@ import sys
 import time
 import traceback
 
-from isohost_worker import values
-
 _release_callbacks = []
 
 
@@ -71,7 +69,9 @@ def release():
             sys.stderr.write("isohost_worker: release callback %r failed:\n%s"
                              % (fn, traceback.format_exc()))
     collected = gc.collect()
-    values.drop_spares()  # memfds kept for reuse hold pages no process maps
+    values = sys.modules.get("isohost_worker.values")  # no spares unless values were pickled
+    if values is not None:
+        values.drop_spares()  # memfds kept for reuse hold pages no process maps
     cuda = _initialised_cuda()
     if cuda is not None:
         cuda.empty_cache()

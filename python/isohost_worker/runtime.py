@@ -16,7 +16,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import calls, errors, frames, memory, replies, values
+from isohost_worker import calls, errors, frames, memory, replies
 
 MAIN = "main"
 SIDE = "side"
@@ -78,7 +78,7 @@ class Runtime:
             while True:
                 request, fds = reader.read()
                 if fds:  # a pickled call's buffers; closed by whoever answers it
-                    request[values.DESCRIPTORS] = fds
+                    request[frames.DESCRIPTORS] = fds
                 self._dispatch(request)
         except (EOFError, ConnectionError):
             # The host is gone; finishing the call in flight would only outlive it.
@@ -92,12 +92,12 @@ class Runtime:
         op = request.get("op")
         lane, handler = self._ops.get(op, (None, None)) if isinstance(op, str) else (None, None)
         if lane == CONTROL:
-            _close_all(values.take_descriptors(request))
+            _close_all(frames.take_descriptors(request))
             handler(request)
             return
         request_id = request.get("id")
         if not isinstance(request_id, int) or isinstance(request_id, bool):
-            _close_all(values.take_descriptors(request))
+            _close_all(frames.take_descriptors(request))
             # Nothing to answer with, and the host would wait for the reply forever.
             raise frames.ProtocolError("%r request without an integer id" % (op,))
         if lane is None:
@@ -115,7 +115,7 @@ class Runtime:
         except BaseException as e:
             reply = _error_reply(request_id, errors.describe(errors.INTERNAL, e, e.__traceback__))
         finally:
-            _close_all(values.take_descriptors(request))
+            _close_all(frames.take_descriptors(request))
         data, fds = replies.encode(reply, request)
         try:
             self._send(data, fds)

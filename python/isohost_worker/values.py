@@ -23,7 +23,6 @@ here).
 """
 
 import base64
-import ctypes
 import fcntl
 import functools
 import io
@@ -36,14 +35,16 @@ import threading
 import warnings
 import weakref
 
+from isohost_worker import frames
+
 PICKLE5 = "pickle5"
 # Buffers smaller than this are copied into the pickle stream: a memfd costs a few system
 # calls on each side, more than copying a few pages.
 INLINE_LIMIT = 64 * 1024
 # A stream up to this size travels base64-encoded in the JSON body, larger in a memfd.
 STREAM_INLINE_LIMIT = 64 * 1024
-# One frame carries at most 64 descriptors (frames.MAX_BUFFERS); one may be the stream's.
-MAX_DESCRIPTORS = 64
+# What one frame carries; one descriptor may be the stream's.
+MAX_DESCRIPTORS = frames.MAX_BUFFERS
 MAX_OUT_OF_BAND = MAX_DESCRIPTORS - 1
 
 # Spare memfds (see _Spares): buffers smaller than this are not kept for reuse; each process
@@ -55,10 +56,6 @@ MAX_SPARE_BYTES = 256 << 20
 MAX_TRACKED = 64
 # The peer of a worker: its host.
 HOST = "host"
-
-# Where the runtime keeps the descriptors that came with a request, beside its JSON fields: a
-# key that no JSON object can hold.
-DESCRIPTORS = ("isohost", "descriptors")
 
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 _PERSISTENT_TAG = "isohost"
@@ -193,11 +190,6 @@ def decode(description, fds, peer=None):
         return _Unpickler(stream, maps).load()
     finally:
         _close_map(stream)  # copied into the unpickler; the buffers live on in the value
-
-
-def take_descriptors(message):
-    """The descriptors kept with `message` under DESCRIPTORS, now the caller's to close."""
-    return message.pop(DESCRIPTORS, None) or []
 
 
 def buffer_count(description):
@@ -344,6 +336,8 @@ class _Reductions:
         t = t.contiguous()
         self._keep.append(t)
         nbytes = t.numel() * t.element_size()
+        import ctypes
+
         memory = (ctypes.c_char * nbytes).from_address(t.data_ptr()) if nbytes else bytearray()
         return (_rebuild_tensor, (pickle.PickleBuffer(memory), str(t.dtype).rpartition(".")[2],
                                   list(t.shape), bool(tensor.requires_grad), str(device)))
@@ -563,12 +557,18 @@ def _map(fd, entry, readonly, what, peer):
     return view.toreadonly() if readonly else view
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_long)
-_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_MAP_FAILED = ctypes.c_void_p(-1).value
+@functools.lru_cache(maxsize=None)
+def _libc():
+    """libc's mmap and munmap through ctypes, loaded on first use: importing ctypes would add
+    a few milliseconds to every worker's start."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return libc
 
 
 def _map_memory(fd, size, readonly, on_unmap):
@@ -577,10 +577,12 @@ def _map_memory(fd, size, readonly, on_unmap):
     the mapping lives: a host holding thousands of received arrays would run out of
     descriptors. Every object that uses the memory holds the array, through the buffer it
     exports."""
+    import ctypes
+
     prot = mmap.PROT_READ if readonly else mmap.PROT_READ | mmap.PROT_WRITE
     flags = mmap.MAP_SHARED if readonly else mmap.MAP_PRIVATE
-    address = _libc.mmap(None, size, prot, flags, fd, 0)
-    if address is None or address == _MAP_FAILED:
+    address = _libc().mmap(None, size, prot, flags, fd, 0)
+    if address is None or address == ctypes.c_void_p(-1).value:  # MAP_FAILED
         error = ctypes.get_errno()
         raise OSError(error, "mmap: %s" % os.strerror(error))
     memory = (ctypes.c_char * size).from_address(address)
@@ -589,7 +591,7 @@ def _map_memory(fd, size, readonly, on_unmap):
 
 
 def _unmap(address, size, on_unmap):
-    _libc.munmap(address, size)
+    _libc().munmap(address, size)
     if on_unmap is not None:
         on_unmap()
 
