@@ -154,7 +154,7 @@ def encode(value, peer=None):
         sink.close()
         raise
     description = {"stream": stream_description, "buffers": sink.entries}
-    returned = _spares.returns_for(peer, MAX_DESCRIPTORS - len(fds))
+    returned = _spares_here().returns_for(peer, MAX_DESCRIPTORS - len(fds))
     if returned:
         description["returned"] = len(returned)
     return Encoded(description, fds + returned)
@@ -162,13 +162,13 @@ def encode(value, peer=None):
 
 def has_returns(peer):
     """Whether spare memfds wait to go back to `peer` (a reason to send a value pickled)."""
-    return _spares.has_returns(peer)
+    return _spares_here().has_returns(peer)
 
 
 def drop_spares(peer=None):
     """Close the spare memfds kept for reuse (and, with `peer`, only those waiting to go back
     to it): their memory goes back to the system."""
-    _spares.drop(peer)
+    _spares_here().drop(peer)
 
 
 def decode(description, fds, peer=None):
@@ -181,7 +181,7 @@ def decode(description, fds, peer=None):
             raise DecodeError("the value returns %r spare buffer(s) of %d descriptor(s)"
                               % (returned, len(fds)))
         value_fds = fds[:len(fds) - returned]
-        _spares.accept(fds[len(value_fds):])
+        _spares_here().accept(fds[len(value_fds):])
         stream, maps = _map_all(description, value_fds, peer)
     finally:
         for fd in fds:
@@ -239,10 +239,10 @@ def _memfd_with(view):
     separately (docs/python-api.md has the figures)."""
     view = memoryview(view).cast("B")
     size = view.nbytes
-    fd = _spares.take(size)
+    fd = _spares_here().take(size)
     if fd is not None:
         try:
-            _spares.copy_into(fd, view)
+            _spares_here().copy_into(fd, view)
         except BaseException:
             os.close(fd)
             raise
@@ -369,6 +369,7 @@ class _Spares:
         # into a mapping whose pages are in place is a memcpy (6 ms for 64 MiB here), where a
         # write() walks the page cache page by page (12 ms) and a new mapping faults each page.
         self._mappings = {}
+        self.pid = os.getpid()
 
     def track(self, fd, size, peer):
         """Keep a duplicate of the received `fd`; returns what to call once its mapping is gone
@@ -482,15 +483,15 @@ def _close_pairs(pairs):
 _spares = _Spares()
 
 
-def _forget_spares_in_child():
-    # A forked child must never rewrite a memfd its parent may also reuse. As little as
-    # possible runs here (a child of a threaded process): the inherited descriptors are
-    # close-on-exec and simply left to the child's exit.
+def _spares_here():
+    """This process's spares. A forked child starts with none: it must never rewrite a memfd
+    its parent may also reuse (checked here rather than in an at-fork handler, so that nothing
+    of this module runs in a child between fork and exec)."""
     global _spares
-    _spares = _Spares()
-
-
-os.register_at_fork(after_in_child=_forget_spares_in_child)
+    spares = _spares
+    if spares.pid != os.getpid():
+        spares = _spares = _Spares()
+    return spares
 
 
 # --- receiving -----------------------------------------------------------------------------
@@ -546,7 +547,7 @@ def _map(fd, entry, readonly, what, peer):
         raise DecodeError("%s holds %d bytes but is described as %d" % (what, actual, size))
     if size == 0:
         return b"" if readonly else bytearray()
-    on_unmap = _spares.track(fd, size, peer) if peer is not None else None
+    on_unmap = _spares_here().track(fd, size, peer) if peer is not None else None
     try:
         memory = _map_memory(fd, size, readonly, on_unmap)
     except BaseException:

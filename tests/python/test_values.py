@@ -1,7 +1,9 @@
 """values.py on its own, and a pickled call through a real worker with this suite's tiny host."""
 
+import base64
 import fcntl
 import os
+import pickle
 
 import pytest
 
@@ -71,7 +73,7 @@ def test_spares_go_back_to_their_sender_and_are_reused():
 def test_spares_that_cannot_be_reused_are_closed():
     read_end, write_end = os.pipe()
     before = fd_count()
-    values._spares.accept([read_end, write_end])  # not memfds: closed by the caller, not kept
+    values._spares_here().accept([read_end, write_end])  # not memfds: closed by the caller, not kept
     assert fd_count() == before
     os.close(read_end)
     os.close(write_end)
@@ -106,3 +108,22 @@ def test_pickled_call_through_a_worker(worker):
     reply, fds = worker.reader.read()
     assert reply["id"] == request_id and reply["ok"], reply
     assert values.decode(reply["pickle"], fds) == {"payload": data}
+
+
+def test_a_forked_child_never_reuses_its_parents_spares():
+    values.drop_spares()
+    with values.encode(b"s" * (2 * MIB)) as encoded:
+        fds = [os.dup(fd) for fd in encoded.fds]
+    none = base64.b64encode(pickle.dumps(None, protocol=5)).decode()
+    values.decode({"stream": {"kind": "inline", "data": none}, "buffers": [], "returned": 1}, fds)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(write_end, b"%d" % len(values._spares_here()._free))
+        os._exit(0)
+    os.close(write_end)
+    seen = os.read(read_end, 16)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    assert seen == b"0" and len(values._spares_here()._free) == 1
+    values.drop_spares()
