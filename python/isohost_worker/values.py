@@ -204,7 +204,7 @@ def buffer_count(description):
 # --- sending -------------------------------------------------------------------------------
 
 class _BufferSink:
-    """Collects the out-of-band buffers of one value, each in a fresh memfd."""
+    """Collects the out-of-band buffers of one value, each in its own memfd."""
 
     def __init__(self):
         self.entries = []
@@ -234,9 +234,9 @@ class _BufferSink:
 
 
 def _memfd_with(view):
-    """A sealed memfd holding a copy of `view`: a spare of the same size rewritten, else a
-    fresh one. One write either way: faster than mmap and copy, which faults each page in
-    separately (docs/python-api.md has the figures)."""
+    """A sealed memfd holding a copy of `view`: a spare of the same size, copied into through
+    the mapping kept for it, else a fresh one filled with write(), which beats mmap and copy
+    there since a new mapping faults each page in (docs/python-api.md has the figures)."""
     view = memoryview(view).cast("B")
     size = view.nbytes
     fd = _spares_here().take(size)
