@@ -24,8 +24,10 @@ test: test-plain test-python test-asan test-tsan
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 300
 
-test-python: setup
+# The worker runtime alone, then the Python host API (the isohost package built in $(BUILD)).
+test-python: build
 	$(PYTHON) -m pytest tests/python -q
+	ISOHOST_BUILD_PYTHON=$(abspath $(BUILD))/python $(PYTHON) -m pytest tests/python_host -q
 
 # Sanitizer builds run the C++ suite again; the workers are plain Python either way.
 # tests/tsan.supp says why its one suppression is a false positive.

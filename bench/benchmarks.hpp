@@ -23,5 +23,8 @@ std::vector<Figure> bench_probe(const BenchOptions& options);
 // hibernate.out_per_GiB and in_per_GiB beside pinned copies, context_only_out/_in, and
 // wake_4GiB beside start.cold_4GiB (GPU with the driver's checkpoint API only).
 std::vector<Figure> bench_hibernate(const BenchOptions& options);
+// transfer.memcpy_64MiB (the limit), transfer.send_64MiB and transfer.recv_64MiB: a 64 MiB
+// float32 array to a worker and one back through the Python API (rounds / 100, at least 10).
+std::vector<Figure> bench_transfer(const BenchOptions& options);
 
 }  // namespace isohost::bench

@@ -2,7 +2,8 @@
 
 import importlib
 
-from isohost_worker.errors import ARGUMENTS, CALL, IMPORT, LOOKUP, Failure
+from isohost_worker import frames
+from isohost_worker.errors import ARGUMENTS, CALL, DECODE, IMPORT, LOOKUP, Failure
 
 
 def call(request):
@@ -18,6 +19,8 @@ def _parse(request):
     target = request.get("target")
     args = request.get("args", [])
     kwargs = request.get("kwargs", {})
+    if "pickle" in request:
+        args, kwargs = _unpickle_arguments(request)
     if not isinstance(target, str):
         raise Failure(ARGUMENTS, TypeError("target must be a string, not %s" % _json_type(target)))
     module_name, colon, qualname = target.partition(":")
@@ -30,6 +33,20 @@ def _parse(request):
     if not isinstance(kwargs, dict):
         raise Failure(ARGUMENTS, TypeError("kwargs must be an object, not %s" % _json_type(kwargs)))
     return module_name, path, args, kwargs
+
+
+def _unpickle_arguments(request):
+    """(args, kwargs) from a pickled call: the value is the pair, args a tuple."""
+    from isohost_worker import values  # only a pickled call pays for importing it
+
+    try:
+        pair = values.decode(request["pickle"], frames.take_descriptors(request), values.HOST)
+    except BaseException as e:
+        raise Failure(DECODE, e, _beyond_here(e)) from None
+    if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], dict)
+            and all(type(k) is str for k in pair[1])):
+        raise Failure(DECODE, TypeError("pickled arguments must be a pair (args, kwargs)"))
+    return list(pair[0]), pair[1]
 
 
 def _resolve(module_name, path):

@@ -8,6 +8,8 @@ LOOKUP = "lookup"
 CALL = "call"
 RESULT = "result"
 INTERNAL = "internal"
+DECODE = "decode"  # pickled arguments that could not be unpickled, or buffers that do not match
+ENCODE = "encode"  # a result that could not be pickled
 
 
 class Failure(Exception):

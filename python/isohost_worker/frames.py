@@ -26,6 +26,16 @@ _RECV_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 _CHUNK = 1 << 20
 
 
+# Where a receiver keeps the descriptors that came with a frame, beside its body's JSON fields:
+# a key that no JSON object can hold.
+DESCRIPTORS = ("isohost", "descriptors")
+
+
+def take_descriptors(body):
+    """The descriptors kept with `body` under DESCRIPTORS, now the caller's to close."""
+    return body.pop(DESCRIPTORS, None) or []
+
+
 class ProtocolError(Exception):
     """The peer broke the framing rules; the connection cannot be trusted any further."""
 

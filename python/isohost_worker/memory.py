@@ -122,6 +122,9 @@ def release():
             sys.stderr.write("isohost_worker: release callback %r failed:\n%s"
                              % (fn, traceback.format_exc()))
     collected = gc.collect()
+    values = sys.modules.get("isohost_worker.values")  # no spares unless values were pickled
+    if values is not None:
+        values.drop_spares()  # memfds kept for reuse hold pages no process maps
     cuda = _initialised_cuda()
     if cuda is not None:
         cuda.empty_cache()

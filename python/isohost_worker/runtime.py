@@ -17,7 +17,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import calls, errors, frames, memory
+from isohost_worker import calls, errors, frames, memory, replies
 
 MAIN = "main"
 SIDE = "side"
@@ -118,8 +118,8 @@ class Runtime:
         try:
             while True:
                 request, fds = reader.read()
-                for fd in fds:  # no version-1 message carries buffers
-                    os.close(fd)
+                if fds:  # a pickled call's buffers; closed by whoever answers it
+                    request[frames.DESCRIPTORS] = fds
                 self._dispatch(request)
         except (EOFError, ConnectionError):
             # The host is gone; finishing the call in flight would only outlive it.
@@ -133,10 +133,12 @@ class Runtime:
         op = request.get("op")
         lane, handler = self._ops.get(op, (None, None)) if isinstance(op, str) else (None, None)
         if lane == CONTROL:
+            _close_all(frames.take_descriptors(request))
             handler(request)
             return
         request_id = request.get("id")
         if not isinstance(request_id, int) or isinstance(request_id, bool):
+            _close_all(frames.take_descriptors(request))
             # Nothing to answer with, and the host would wait for the reply forever.
             raise frames.ProtocolError("%r request without an integer id" % (op,))
         if lane is None:
@@ -153,16 +155,18 @@ class Runtime:
             reply = _error_reply(request_id, errors.describe(f.where, f.error, f.tb))
         except BaseException as e:
             reply = _error_reply(request_id, errors.describe(errors.INTERNAL, e, e.__traceback__))
+        finally:
+            _close_all(frames.take_descriptors(request))
+        data, fds = replies.encode(reply, request)
         try:
-            data = frames.encode(reply)
-        except Exception as e:  # the value is not JSON, or too big for one frame
-            data = frames.encode(_error_reply(request_id, errors.describe(errors.RESULT, e)))
-        self._send(data)
+            self._send(data, fds)
+        finally:
+            _close_all(fds)
 
-    def _send(self, data):
+    def _send(self, data, fds=()):
         with self._send_lock:
             try:
-                frames.send(self._sock, data)
+                frames.send(self._sock, data, fds)
             except ConnectionError:
                 os._exit(0)  # the host is gone
             except OSError as e:
@@ -190,8 +194,15 @@ def _unknown(request):
     raise errors.Failure(errors.ARGUMENTS, ValueError("unknown op %r" % request.get("op")))
 
 
-def _error_reply(request_id, error):
-    return {"op": "reply", "id": request_id, "ok": False, "error": error}
+_error_reply = replies.error_reply
+
+
+def _close_all(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _say(message):

@@ -80,6 +80,13 @@ std::map<std::string, std::string> worker_environment(const EnvironmentConfig& e
   return vars;
 }
 
+// A pickled call's value and what the caller accepts back (docs/protocol.md, "Values").
+void copy_value_fields(const nlohmann::json& from, nlohmann::json& to) {
+  for (const char* key : {"pickle", "accept"}) {
+    if (from.contains(key)) to[key] = from[key];
+  }
+}
+
 }  // namespace
 
 nlohmann::json PoolStatus::to_json() const {
@@ -177,6 +184,12 @@ std::future<nlohmann::json> Pool::submit(Request request) {
     });
   });
   return future;
+}
+
+void Pool::submit(Request request, Handler handler) {
+  asio::post(io_, [this, request = std::move(request), handler = std::move(handler)]() mutable {
+    submit_on_loop(std::move(request), std::move(handler));
+  });
 }
 
 std::future<nlohmann::json> Pool::call(const std::string& env, const std::string& target,
@@ -405,6 +418,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                {"target", request.message["target"]},
                {"args", request.message["args"]},
                {"kwargs", request.message["kwargs"]}};
+    copy_value_fields(request.message, message);
     timeout = call_timeout(slot);
   } else {
     what = "release";
@@ -431,7 +445,8 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                }
                handler(std::move(outcome));
                pump(slot);
-             });
+             },
+             request.buffers.take());
 }
 
 void Pool::start_worker(Slot& slot) {

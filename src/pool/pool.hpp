@@ -38,6 +38,7 @@
 #include "pool/hibernator.hpp"
 #include "pool/memory_sampler.hpp"
 #include "probe/meminfo.hpp"
+#include "wire/shared_fds.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -123,6 +124,9 @@ struct Request {
   std::string env;
   // call: target, args, kwargs. query: op.
   nlohmann::json message = nlohmann::json::object();
+  // call: the memfds of a pickled value in `message` ("pickle"), forwarded to the worker
+  // untouched (docs/protocol.md, "Values").
+  wire::SharedFds buffers;
 
   static Request call(std::string env, std::string target, nlohmann::json args = nlohmann::json::array(),
                       nlohmann::json kwargs = nlohmann::json::object());
@@ -145,6 +149,9 @@ class Pool {
                                    nlohmann::json args = nlohmann::json::array(),
                                    nlohmann::json kwargs = nlohmann::json::object());
   std::future<PoolStatus> status();
+  // Any thread: `handler` runs once on the loop thread with the whole Outcome (a pickled
+  // value and its descriptors included), so it must not block.
+  void submit(Request request, Handler handler);
 
   // Any thread: stops taking work and ends every worker; returns at once. The loop thread
   // exits once the last worker is reaped (and `on_stopped` hooks have run).

@@ -6,7 +6,7 @@
 namespace isohost::worker {
 namespace {
 
-constexpr std::array<std::pair<ErrorKind, const char*>, 15> kNames{{
+constexpr std::array<std::pair<ErrorKind, const char*>, 17> kNames{{
     {ErrorKind::spawn_failed, "SpawnFailed"},
     {ErrorKind::start_timeout, "StartTimeout"},
     {ErrorKind::protocol_error, "ProtocolError"},
@@ -22,6 +22,8 @@ constexpr std::array<std::pair<ErrorKind, const char*>, 15> kNames{{
     {ErrorKind::control_error, "ControlError"},
     {ErrorKind::hibernate_failed, "HibernateFailed"},
     {ErrorKind::wake_failed, "WakeFailed"},
+    {ErrorKind::encode_error, "EncodeError"},
+    {ErrorKind::decode_error, "DecodeError"},
 }};
 
 }  // namespace

@@ -31,6 +31,8 @@ std::pair<wire::UniqueFd, wire::UniqueFd> make_pipe() {
 ErrorKind kind_for_where(const std::string& where) {
   if (where == "import" || where == "lookup") return ErrorKind::target_not_found;
   if (where == "arguments") return ErrorKind::bad_request;
+  if (where == "decode") return ErrorKind::decode_error;
+  if (where == "encode") return ErrorKind::encode_error;
   return ErrorKind::worker_exception;
 }
 
@@ -227,7 +229,7 @@ void Worker::handle_frame(wire::Frame frame) {
   if (state_ == WorkerState::starting) {
     handle_hello(body);
   } else if (op == "reply") {
-    handle_reply(body);
+    handle_reply(body, std::move(frame.buffers));
   } else if (is_worker_request(op)) {
     handle_worker_request(body);
   } else {
@@ -276,7 +278,7 @@ void Worker::handle_hello(const nlohmann::json& body) {
   if (events_.on_ready) events_.on_ready(nullptr);
 }
 
-void Worker::handle_reply(const nlohmann::json& body) {
+void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers) {
   const auto id_field = body.find("id");
   if (id_field == body.end() || !id_field->is_number_integer()) {
     throw wire::WireError("reply without an integer id");
@@ -299,6 +301,10 @@ void Worker::handle_reply(const nlohmann::json& body) {
     throw wire::WireError("reply to unknown request id " + std::to_string(id));
   }
   if (body.value("ok", false)) {
+    if (body.contains("pickle")) {
+      handler(Outcome::pickled(body["pickle"], wire::SharedFds(std::move(buffers))));
+      return;
+    }
     handler(Outcome::success(body.contains("value") ? body["value"] : nlohmann::json()));
     return;
   }
@@ -311,7 +317,7 @@ void Worker::handle_reply(const nlohmann::json& body) {
 }
 
 void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
-                     Handler handler) {
+                     Handler handler, std::vector<wire::UniqueFd> buffers) {
   if (state_ != WorkerState::ready) {
     handler(Outcome::failure(Error(ErrorKind::bad_request,
                                    identity() + " cannot take a request while " +
@@ -334,7 +340,7 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
                                       self->identity())));
     });
   }
-  send(message);
+  send(message, std::move(buffers));
 }
 
 void Worker::query(const std::string& op, Handler handler) {
@@ -349,9 +355,9 @@ void Worker::query(const std::string& op, Handler handler) {
   send({{"op", op}, {"id", id}});
 }
 
-void Worker::send(const nlohmann::json& body) {
+void Worker::send(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers) {
   if (socket_failed_) return;
-  outgoing_.push(body);
+  outgoing_.push(body, std::move(buffers));
   flush();
 }
 

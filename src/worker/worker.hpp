@@ -112,8 +112,10 @@ class Worker : public std::enable_shared_from_this<Worker> {
 
   // Main lane: valid only in state ready. `timeout` zero means none; past it the worker's
   // group is killed and the handler gets CallTimeout. `what` names the request in errors.
+  // `buffers` ride with the message (a pickled value's memfds) and are closed here once sent;
+  // descriptors that come with the reply reach the handler in Outcome::buffers().
   void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
-               Handler handler);
+               Handler handler, std::vector<wire::UniqueFd> buffers = {});
 
   // Side lane (ping, memory): answered even while a call runs, and while hibernated (the
   // worker's Python threads run; its memory report then touches no CUDA). Fails at once while
@@ -150,9 +152,9 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void on_socket_closed();
   void handle_frame(wire::Frame frame);
   void handle_hello(const nlohmann::json& body);
-  void handle_reply(const nlohmann::json& body);
+  void handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
   void handle_worker_request(const nlohmann::json& body);
-  void send(const nlohmann::json& body);
+  void send(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
   void flush();
   void watch_exit();
   void on_process_exit();

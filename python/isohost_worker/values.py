@@ -1,0 +1,703 @@
+"""Values in messages, shared by the host's Python API and the worker (docs/protocol.md,
+"Values").
+
+A value that is plain JSON travels as JSON. Anything else travels as a pickle (protocol 5)
+whose large buffers go out of band, each in its own sealed memfd passed as a descriptor:
+
+    encoded = encode(value)          # the one copy: each large buffer into its memfd
+    body["pickle"] = encoded.description
+    send(body, encoded.fds); encoded.close()
+    ...
+    value = decode(body["pickle"], fds)   # maps each memfd (no copy), closes every fd
+
+What travels out of band: buffers that pickle itself hands out (numpy arrays, anything whose
+__reduce_ex__ gives a PickleBuffer), torch tensors (CPU; CUDA ones through host memory), and
+bytes, bytearray and memoryview objects. Buffers under INLINE_LIMIT bytes stay in the stream.
+A received array or tensor wraps its mapping; the mapping is unmapped when the last object
+using it is collected. bytes and bytearray own their memory in CPython, so those two are
+copied out of the mapping once on receipt; a memoryview wraps the mapping.
+
+Standard library only, Python 3.9+: the worker runs under any environment's interpreter.
+numpy and torch are used only when the value holds their objects (they are never imported
+here).
+"""
+
+import base64
+import fcntl
+import functools
+import io
+import math
+import mmap
+import os
+import pickle
+import sys
+import threading
+import warnings
+import weakref
+
+from isohost_worker import frames
+
+PICKLE5 = "pickle5"
+# Buffers smaller than this are copied into the pickle stream: a memfd costs a few system
+# calls on each side, more than copying a few pages.
+INLINE_LIMIT = 64 * 1024
+# A stream up to this size travels base64-encoded in the JSON body, larger in a memfd.
+STREAM_INLINE_LIMIT = 64 * 1024
+# What one frame carries; one descriptor may be the stream's.
+MAX_DESCRIPTORS = frames.MAX_BUFFERS
+MAX_OUT_OF_BAND = MAX_DESCRIPTORS - 1
+
+# Spare memfds (see _Spares): buffers smaller than this are not kept for reuse; each process
+# keeps at most MAX_SPARES (and MAX_SPARE_BYTES) free ones and as many waiting to go back to
+# each peer, and holds the descriptors of at most MAX_TRACKED received buffers still mapped.
+SPARE_MIN = 1 << 20
+MAX_SPARES = 4
+MAX_SPARE_BYTES = 256 << 20
+MAX_TRACKED = 64
+# The peer of a worker: its host.
+HOST = "host"
+
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+_PERSISTENT_TAG = "isohost"
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+
+
+class DecodeError(Exception):
+    """A pickled value's description does not match what came with it: a buffer announced
+    but missing, a size that differs, an unknown buffer kind, a descriptor that is not a
+    sealed memfd."""
+
+
+class DeviceFallbackWarning(UserWarning):
+    """A CUDA tensor arrived where its device is not available; it was delivered on the CPU."""
+
+
+def is_plain_json(value):
+    """Whether `value` survives a JSON round trip unchanged: dicts with str keys, lists, str,
+    int within 64 bits, finite float, bool, None, and no container twice (JSON cannot say that
+    two places hold the same list). Tuples are not plain: they would come back as lists."""
+    stack = [value]
+    seen = set()
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str:
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif v is None or t is bool:
+            pass
+        elif t is list or t is dict:
+            if id(v) in seen:
+                return False
+            seen.add(id(v))
+            if t is dict:
+                if not all(type(k) is str for k in v):
+                    return False
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            else:
+                stack.extend(v)
+        else:
+            return False
+    return True
+
+
+class Encoded:
+    """A pickled value ready to send: `description` goes in the message body, `fds` (owned
+    here) ride with the frame in that order. close() after sending."""
+
+    __slots__ = ("description", "fds")
+
+    def __init__(self, description, fds):
+        self.description = description
+        self.fds = fds
+
+    def close(self):
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            _close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def encode(value, peer=None):
+    """Pickle `value` with its large buffers in memfds, for `peer` (a hashable that names the
+    process it goes to: spare memfds that came from there ride back with it; one whose `open`
+    attribute turns false gets none back any more). Raises what pickle raises
+    for a value it cannot pickle (TypeError, pickle.PicklingError, AttributeError, ...); no
+    descriptor is left open then."""
+    sink = _BufferSink()
+    stream = io.BytesIO()
+    try:
+        _Pickler(stream, sink).dump(value)
+        data = stream.getbuffer()
+        if len(data) <= STREAM_INLINE_LIMIT:
+            stream_description = {"kind": "inline", "data": base64.b64encode(data).decode("ascii")}
+            fds = sink.fds
+        else:
+            stream_description = {"kind": "memfd", "size": len(data)}
+            fds = [_memfd_with(data)] + sink.fds
+        del data
+    except BaseException:
+        sink.close()
+        raise
+    description = {"stream": stream_description, "buffers": sink.entries}
+    returned = _spares_here().returns_for(peer, MAX_DESCRIPTORS - len(fds))
+    if returned:
+        description["returned"] = len(returned)
+    return Encoded(description, fds + returned)
+
+
+def has_returns(peer):
+    """Whether spare memfds wait to go back to `peer` (a reason to send a value pickled)."""
+    return _spares_here().has_returns(peer)
+
+
+def drop_spares(peer=None):
+    """Close the spare memfds kept for reuse (and, with `peer`, only those waiting to go back
+    to it): their memory goes back to the system."""
+    _spares_here().drop(peer)
+
+
+def decode(description, fds, peer=None):
+    """The value that `description` and `fds` carry, from `peer`. Always closes or keeps every
+    descriptor in `fds`. Raises DecodeError when they do not match, and whatever unpickling
+    raises (a class the receiving side cannot import, say)."""
+    try:
+        returned = description.get("returned", 0) if isinstance(description, dict) else 0
+        if type(returned) is not int or not 0 <= returned <= len(fds):
+            raise DecodeError("the value returns %r spare buffer(s) of %d descriptor(s)"
+                              % (returned, len(fds)))
+        value_fds = fds[:len(fds) - returned]
+        _spares_here().accept(fds[len(value_fds):])
+        stream, maps = _map_all(description, value_fds, peer)
+    finally:
+        for fd in fds:
+            _close(fd)
+    try:
+        return _Unpickler(stream, maps).load()
+    finally:
+        _close_map(stream)  # copied into the unpickler; the buffers live on in the value
+
+
+def buffer_count(description):
+    """How many descriptors a description announces (the stream's, then each buffer's)."""
+    stream = description.get("stream") if isinstance(description, dict) else None
+    buffers = description.get("buffers") if isinstance(description, dict) else None
+    if not isinstance(stream, dict) or not isinstance(buffers, list):
+        raise DecodeError("a pickled value needs a 'stream' object and a 'buffers' array")
+    return (stream.get("kind") == "memfd") + len(buffers)
+
+
+# --- sending -------------------------------------------------------------------------------
+
+class _BufferSink:
+    """Collects the out-of-band buffers of one value, each in its own memfd."""
+
+    def __init__(self):
+        self.entries = []
+        self.fds = []
+
+    def take(self, view, readonly):
+        """Index of a new out-of-band buffer holding `view`'s bytes, or None when it should
+        stay in the stream (small, or no descriptor left in this frame)."""
+        if view.nbytes < INLINE_LIMIT or len(self.fds) >= MAX_OUT_OF_BAND:
+            return None
+        self.fds.append(_memfd_with(view))
+        self.entries.append({"kind": "memfd", "size": view.nbytes, "readonly": bool(readonly)})
+        return len(self.entries) - 1
+
+    def pickle_buffer(self, buffer):
+        """pickle's buffer_callback: a false return sends `buffer` out of band."""
+        try:
+            view = buffer.raw()
+        except BufferError:  # not contiguous: pickle copies it into the stream
+            return True
+        return self.take(view, view.readonly) is None
+
+    def close(self):
+        for fd in self.fds:
+            _close(fd)
+        self.fds = []
+
+
+def _memfd_with(view):
+    """A sealed memfd holding a copy of `view`: a spare of the same size, copied into through
+    the mapping kept for it, else a fresh one filled with write(), which beats mmap and copy
+    there since a new mapping faults each page in (docs/python-api.md has the figures)."""
+    view = memoryview(view).cast("B")
+    size = view.nbytes
+    fd = _spares_here().take(size)
+    if fd is not None:
+        try:
+            _spares_here().copy_into(fd, view)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+    fd = os.memfd_create("isohost-value", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        done = 0
+        while done < size:
+            done += os.pwrite(fd, view[done:], done)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _Pickler(pickle.Pickler):
+    """pickle.Pickler with this module's hooks. They are methods of a separate _Reductions,
+    set on the instance before __init__ looks them up, so that no reference cycle runs through
+    the pickler: its memo, which holds the value, goes when encode() returns rather than at the
+    next garbage collection."""
+
+    def __init__(self, file, sink):
+        reductions = _Reductions(sink)
+        self.persistent_id = reductions.persistent_id
+        self.reducer_override = reductions.reducer_override
+        super().__init__(file, protocol=5, buffer_callback=sink.pickle_buffer)
+
+
+class _Reductions:
+    def __init__(self, sink):
+        self._sink = sink
+        # Temporaries whose memory a PickleBuffer points at (contiguous copies, CPU copies of
+        # CUDA tensors) must live until dump() returns.
+        self._keep = []
+        self._memo_ids = {}
+
+    def persistent_id(self, obj):
+        # bytes, bytearray and memoryview never reach reducer_override: pickle writes them
+        # itself (memoryview not at all), so they are taken here.
+        t = type(obj)
+        if t is not bytes and t is not bytearray and t is not memoryview:
+            return None
+        known = self._memo_ids.get(id(obj))
+        if known is not None:
+            return known[0]
+        pid = self._bytes_like_id(obj, t)
+        self._memo_ids[id(obj)] = (pid, obj)
+        return pid
+
+    def _bytes_like_id(self, obj, t):
+        if t is memoryview:
+            if len(obj.format.lstrip("@")) != 1:
+                raise TypeError("cannot pickle a memoryview of format %r" % obj.format)
+            shape = list(obj.shape)
+            data = obj if obj.c_contiguous else memoryview(obj.tobytes())
+            index = self._sink.take(data, obj.readonly)
+            if index is None:
+                return (_PERSISTENT_TAG, "inline", bytes(data.cast("B")), obj.format, shape,
+                        obj.readonly)
+            return (_PERSISTENT_TAG, index, "memoryview", obj.format, shape)
+        # Copied out of the mapping on receipt either way, so it is mapped read-only.
+        index = self._sink.take(memoryview(obj), True)
+        if index is None:
+            return None
+        return (_PERSISTENT_TAG, index, t.__name__, "B", None)
+
+    def reducer_override(self, obj):
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and type(obj) is numpy.ndarray:
+            if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
+                # numpy copies a strided array into the stream, and again out of it; a
+                # contiguous copy goes out of band instead.
+                copy = numpy.ascontiguousarray(obj)
+                self._keep.append(copy)
+                return copy.__reduce_ex__(5)
+            return NotImplemented
+        torch = sys.modules.get("torch")
+        if torch is not None and type(obj) is torch.Tensor and _plain_tensor(torch, obj):
+            return self._reduce_tensor(obj)
+        return NotImplemented
+
+    def _reduce_tensor(self, tensor):
+        device = tensor.device
+        t = tensor.detach()
+        if device.type != "cpu":
+            t = t.cpu()  # CUDA: through host memory (CUDA IPC is a later step)
+        for resolve in ("resolve_conj", "resolve_neg"):  # lazy bits (torch 1.10+) made real
+            if hasattr(t, resolve):
+                t = getattr(t, resolve)()
+        t = t.contiguous()
+        self._keep.append(t)
+        nbytes = t.numel() * t.element_size()
+        import ctypes
+
+        memory = (ctypes.c_char * nbytes).from_address(t.data_ptr()) if nbytes else bytearray()
+        return (_rebuild_tensor, (pickle.PickleBuffer(memory), str(t.dtype).rpartition(".")[2],
+                                  list(t.shape), bool(tensor.requires_grad), str(device)))
+
+
+def _plain_tensor(torch, t):
+    """A dense CPU or CUDA tensor without autograd history: one this module can carry. Others
+    (sparse, quantized, non-leaf) go through torch's own pickling."""
+    return (t.layout == torch.strided and not t.is_quantized
+            and t.device.type in ("cpu", "cuda") and t.grad_fn is None)
+
+
+class _Spares:
+    """Memfds kept for reuse. Allocating and freeing the pages of a fresh memfd costs several
+    times the copy into it (64 MiB: about 40 ms here against 11 ms to rewrite one), so a
+    receiver keeps each large buffer's descriptor while its mapping lives, and once the mapping
+    is collected sends the memfd back to the process it came from with its next value to it
+    ("returned" in docs/protocol.md). That process rewrites it for its next value of the same
+    size. Bounded everywhere; drop() (a worker's release) gives the memory back.
+    Thread safety: a lock; finalizers run on whichever thread drops a value."""
+
+    def __init__(self):
+        # Reentrant: a garbage collection while the lock is held may run a finalizer here.
+        self._lock = threading.RLock()
+        self._free = []  # (size, fd), oldest first
+        self._returns = {}  # peer -> [(size, fd)]
+        self._tracked = 0
+        # Writable mappings of reused memfds, by inode, least recently used first: copying
+        # into a mapping whose pages are in place is a memcpy (6 ms for 64 MiB here), where a
+        # write() walks the page cache page by page (12 ms) and a new mapping faults each page.
+        self._mappings = {}
+        self.pid = os.getpid()
+
+    def track(self, fd, size, peer):
+        """Keep a duplicate of the received `fd`; returns what to call once its mapping is gone
+        (it queues the memfd for `peer`), or None when it is not kept."""
+        with self._lock:
+            if size < SPARE_MIN or self._tracked >= MAX_TRACKED:
+                return None
+            self._tracked += 1
+        return functools.partial(self._released, os.dup(fd), size, peer)
+
+    def _released(self, fd, size, peer):
+        if not getattr(peer, "open", True):  # a closed host's worker: nobody to send it to
+            with self._lock:
+                self._tracked -= 1
+            _close(fd)
+            return
+        with self._lock:
+            self._tracked -= 1
+            queue = self._returns.setdefault(peer, [])
+            queue.append((size, fd))
+            surplus = _trim(queue)
+        _close_pairs(surplus)
+
+    def has_returns(self, peer):
+        with self._lock:
+            return bool(self._returns.get(peer))
+
+    def returns_for(self, peer, limit):
+        """Up to `limit` descriptors waiting to go back to `peer`, now the caller's."""
+        with self._lock:
+            queue = self._returns.get(peer, [])
+            taken, queue[:] = queue[:max(limit, 0)], queue[max(limit, 0):]
+        return [fd for _, fd in taken]
+
+    def accept(self, fds):
+        """Take spare memfds a peer sent back; keep those fit for reuse (a memfd of fixed size
+        that can still be written), close the rest."""
+        kept = []
+        for fd in fds:
+            try:
+                seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+                size = os.fstat(fd).st_size
+            except OSError:
+                continue
+            if seals & (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) == (
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) and not seals & fcntl.F_SEAL_WRITE:
+                kept.append((size, os.dup(fd)))
+        with self._lock:
+            self._free.extend(kept)
+            surplus = _trim(self._free)
+        _close_pairs(surplus)
+
+    def take(self, size):
+        """A free spare of exactly `size` bytes (the seals fix its size), or None."""
+        if size < SPARE_MIN:
+            return None
+        with self._lock:
+            for i, (spare_size, fd) in enumerate(self._free):
+                if spare_size == size:
+                    del self._free[i]
+                    return fd
+        return None
+
+    def copy_into(self, fd, view):
+        """Copy `view` into the spare `fd` (of exactly its size) through a writable shared
+        mapping kept for the next reuse; at most MAX_SPARES (and MAX_SPARE_BYTES) are kept,
+        older ones unmapped. Under the lock, so no other thread unmaps it mid-copy."""
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            mapping = self._mappings.pop(key, None)
+            if mapping is None or len(mapping) != view.nbytes:
+                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+                mapping = mmap.mmap(fd, view.nbytes, flags=flags,
+                                    prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            mapping[:] = view
+            self._mappings[key] = mapping
+            while (len(self._mappings) > MAX_SPARES
+                   or sum(len(m) for m in self._mappings.values()) > MAX_SPARE_BYTES):
+                _close_map(self._mappings.pop(next(iter(self._mappings))))
+
+    def drop(self, peer=None):
+        mappings = []
+        with self._lock:
+            if peer is None:
+                dropped, self._free = self._free, []
+                for queue in self._returns.values():
+                    dropped.extend(queue)
+                self._returns = {}
+                mappings, self._mappings = list(self._mappings.values()), {}
+            else:
+                dropped = self._returns.pop(peer, [])
+        _close_pairs(dropped)
+        for m in mappings:
+            _close_map(m)
+
+
+def _trim(pairs):
+    """Remove the oldest (size, fd) pairs past the bounds; returns them for closing."""
+    surplus = []
+    while pairs and (len(pairs) > MAX_SPARES or sum(size for size, _ in pairs) > MAX_SPARE_BYTES):
+        surplus.append(pairs.pop(0))
+    return surplus
+
+
+def _close_pairs(pairs):
+    for _, fd in pairs:
+        _close(fd)
+
+
+_spares = _Spares()
+
+
+def _spares_here():
+    """This process's spares. A forked child starts with none: it must never rewrite a memfd
+    its parent may also reuse (checked here rather than in an at-fork handler, so that nothing
+    of this module runs in a child between fork and exec)."""
+    global _spares
+    spares = _spares
+    if spares.pid != os.getpid():
+        spares = _spares = _Spares()
+    return spares
+
+
+# --- receiving -----------------------------------------------------------------------------
+
+def _map_all(description, fds, peer):
+    """The stream (bytes or a read-only mapping) and one mapping per buffer."""
+    expected = buffer_count(description)
+    if len(fds) != expected:
+        raise DecodeError("the value announces %d buffer(s) but %d descriptor(s) came with it"
+                          % (expected, len(fds)))
+    stream_description = description["stream"]
+    descriptors = iter(fds)
+    maps = []
+    try:
+        kind = stream_description.get("kind")
+        if kind == "inline":
+            try:
+                stream = base64.b64decode(stream_description.get("data", ""), validate=True)
+            except (ValueError, TypeError) as e:
+                raise DecodeError("the inline pickle stream is not base64: %s" % e) from None
+        elif kind == "memfd":
+            stream = _map(next(descriptors), stream_description, True, "the stream", peer)
+        else:
+            raise DecodeError("unknown stream kind %r" % (kind,))
+        for index, entry in enumerate(description["buffers"]):
+            if not isinstance(entry, dict) or entry.get("kind") != "memfd":
+                raise DecodeError("buffer %d has unknown kind %r (this side knows 'memfd')"
+                                  % (index, entry.get("kind") if isinstance(entry, dict) else entry))
+            maps.append(_map(next(descriptors), entry, bool(entry.get("readonly")),
+                             "buffer %d" % index, peer))
+    except BaseException:
+        for m in maps:
+            _close_map(m)
+        raise
+    return stream, maps
+
+
+def _map(fd, entry, readonly, what, peer):
+    """A mapping of a received memfd: read-only, or private copy-on-write so the receiver may
+    write to its own value without a copy up front."""
+    size = entry.get("size")
+    if type(size) is not int or size < 0:
+        raise DecodeError("%s has no valid size" % what)
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        actual = os.fstat(fd).st_size
+    except OSError as e:
+        raise DecodeError("%s is not a sealed memfd: %s" % (what, e)) from None
+    if not seals & fcntl.F_SEAL_SHRINK:
+        # A file the sender could still shrink would fault the receiver's mapping (SIGBUS).
+        raise DecodeError("%s is not sealed against shrinking" % what)
+    if actual != size:
+        raise DecodeError("%s holds %d bytes but is described as %d" % (what, actual, size))
+    if size == 0:
+        return b"" if readonly else bytearray()
+    on_unmap = _spares_here().track(fd, size, peer) if peer is not None else None
+    try:
+        memory = _map_memory(fd, size, readonly, on_unmap)
+    except BaseException:
+        if on_unmap is not None:
+            on_unmap()
+        raise
+    view = pickle.PickleBuffer(memory).raw()
+    return view.toreadonly() if readonly else view
+
+
+@functools.lru_cache(maxsize=None)
+def _libc():
+    """libc's mmap and munmap through ctypes, loaded on first use: importing ctypes would add
+    a few milliseconds to every worker's start."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return libc
+
+
+def _map_memory(fd, size, readonly, on_unmap):
+    """A ctypes array over a new mapping of `fd`, unmapped (then `on_unmap()`) when the array
+    is collected. Not Python's mmap, which keeps a duplicate of the descriptor for as long as
+    the mapping lives: a host holding thousands of received arrays would run out of
+    descriptors. Every object that uses the memory holds the array, through the buffer it
+    exports."""
+    import ctypes
+
+    prot = mmap.PROT_READ if readonly else mmap.PROT_READ | mmap.PROT_WRITE
+    flags = mmap.MAP_SHARED if readonly else mmap.MAP_PRIVATE
+    address = _libc().mmap(None, size, prot, flags, fd, 0)
+    if address is None or address == ctypes.c_void_p(-1).value:  # MAP_FAILED
+        error = ctypes.get_errno()
+        raise OSError(error, "mmap: %s" % os.strerror(error))
+    memory = (ctypes.c_char * size).from_address(address)
+    weakref.finalize(memory, _unmap, address, size, on_unmap).atexit = False
+    return memory
+
+
+def _unmap(address, size, on_unmap):
+    _libc().munmap(address, size)
+    if on_unmap is not None:
+        on_unmap()
+
+
+def _close_map(m):
+    if isinstance(m, memoryview):
+        m.release()  # the mapping goes once nothing else uses it
+    elif isinstance(m, mmap.mmap):
+        try:
+            m.close()
+        except BufferError:
+            pass  # still exported by an object; unmapped when that is collected
+
+
+class _Unpickler(pickle.Unpickler):
+    """pickle.Unpickler over received buffers. As with _Pickler, the hooks belong to a separate
+    _BufferTable so that no cycle keeps the mappings alive after load() returns."""
+
+    def __init__(self, stream, maps):
+        table = _BufferTable(maps)
+        self.persistent_load = table.persistent_load
+        super().__init__(io.BytesIO(stream), buffers=table.pickle_buffers())
+
+
+class _BufferTable:
+    def __init__(self, maps):
+        self._maps = maps
+        self._taken = set()
+        self._by_persistent_id = {}
+
+    def pickle_buffers(self):
+        # Buffers are listed in the order the pickler met them; those not taken by a
+        # persistent id are pickle's own, consumed in that same order.
+        index = 0
+        while True:
+            while index in self._taken:
+                index += 1
+            if index >= len(self._maps):
+                raise DecodeError("the pickle stream asks for more buffers than were sent")
+            self._taken.add(index)
+            yield self._maps[index]
+            index += 1
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == _PERSISTENT_TAG):
+            raise pickle.UnpicklingError("unknown persistent id %r" % (pid,))
+        if pid[1] == "inline":
+            _, _, data, fmt, shape, readonly = pid
+            return _as_memoryview(data if readonly else bytearray(data), fmt, shape)
+        _, index, type_name, fmt, shape = pid
+        if type(index) is not int or not 0 <= index < len(self._maps):
+            raise DecodeError("the pickle stream refers to buffer %r of %d" % (index, len(self._maps)))
+        if index in self._by_persistent_id:
+            return self._by_persistent_id[index]
+        if index in self._taken:
+            raise DecodeError("buffer %d is referred to twice in different ways" % index)
+        self._taken.add(index)
+        buffer = self._maps[index]
+        if type_name == "bytes":
+            value = bytes(buffer)
+        elif type_name == "bytearray":
+            value = bytearray(buffer)
+        elif type_name == "memoryview":
+            value = _as_memoryview(buffer, fmt, shape)
+        else:
+            raise DecodeError("unknown buffer type %r" % (type_name,))
+        self._by_persistent_id[index] = value
+        return value
+
+
+def _as_memoryview(buffer, fmt, shape):
+    view = memoryview(buffer)
+    if fmt.lstrip("@") == "B" and shape is not None and len(shape) == 1:
+        return view
+    return view.cast("B").cast(fmt, shape)
+
+
+def _rebuild_tensor(buffer, dtype_name, shape, requires_grad, device):
+    """A tensor around a received buffer (no copy), moved to its CUDA device when this side
+    has it. Named in pickle streams: keep its name and signature."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    if memoryview(buffer).nbytes == 0:
+        tensor = torch.empty(shape, dtype=dtype)
+    else:
+        tensor = torch.frombuffer(buffer, dtype=torch.uint8).view(dtype).view(shape)
+    if device.startswith("cuda"):
+        tensor = _to_cuda(torch, tensor, device)
+    if requires_grad:
+        tensor.requires_grad_(True)
+    return tensor
+
+
+def _to_cuda(torch, tensor, device):
+    index = int(device.partition(":")[2] or 0)
+    if torch.cuda.is_available() and index < torch.cuda.device_count():
+        return tensor.to(device)
+    warnings.warn("a tensor from %s arrived where that device is not available; it is on the "
+                  "CPU" % device, DeviceFallbackWarning, stacklevel=2)
+    return tensor
+
+
+def _close(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass

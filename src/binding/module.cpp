@@ -1,0 +1,167 @@
+// _isohost: the C++ host core for Python (the package isohost wraps it; docs/python-api.md).
+//
+// Everything crosses this boundary as JSON text, descriptors as ints, and worker errors as
+// CoreError(JSON of worker::Error), so the Python layer owns every Python object and the pool's
+// loop thread never touches one. The GIL is released wherever the core waits.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "binding/pending_call.hpp"
+#include "pool/pool.hpp"
+#include "wire/frame.hpp"
+
+namespace py = pybind11;
+
+namespace isohost::binding {
+namespace {
+
+using worker::Error;
+using worker::ErrorKind;
+
+PyObject* core_error = nullptr;
+
+std::string dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json parse_message(const std::string& text) {
+  auto message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (message.is_discarded() || !message.is_object()) {
+    throw Error(ErrorKind::bad_request, "a request must be a JSON object");
+  }
+  return message;
+}
+
+pool::Request::Kind request_kind(const std::string& kind) {
+  if (kind == "call") return pool::Request::Kind::call;
+  if (kind == "release") return pool::Request::Kind::release;
+  if (kind == "reap") return pool::Request::Kind::reap;
+  throw Error(ErrorKind::bad_request, "unknown request kind '" + kind + "'");
+}
+
+// One pool, owned by a Python Host.
+class Core {
+ public:
+  Core(pool::Config config, const std::string& runtime_dir)
+      : pool_(std::make_unique<pool::Pool>(std::move(config),
+                                           pool::PoolOptions{.runtime_dir = runtime_dir})) {}
+
+  // Takes ownership of `fds` at once, whatever happens next.
+  std::shared_ptr<PendingCall> submit(const std::string& kind, const std::string& env,
+                                      const std::string& message_text,
+                                      const std::vector<int>& fds) {
+    std::vector<wire::UniqueFd> owned;
+    for (int fd : fds) owned.emplace_back(fd);
+    refuse_if_closed();
+    if (owned.size() > wire::kMaxBuffers) {
+      throw Error(ErrorKind::bad_request, std::to_string(owned.size()) + " buffers exceed the " +
+                                              std::to_string(wire::kMaxBuffers) +
+                                              " a frame may carry");
+    }
+    pool::Request request{request_kind(kind), env, parse_message(message_text),
+                          wire::SharedFds(std::move(owned))};
+    auto pending = std::make_shared<PendingCall>();
+    pool_->submit(std::move(request),
+                  [pending](worker::Outcome outcome) { pending->complete(std::move(outcome)); });
+    return pending;
+  }
+
+  std::string status() {
+    refuse_if_closed();
+    py::gil_scoped_release release;
+    return dump(pool_->status_with_memory().get().to_json());
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;  // under the GIL, so no submit can slip in behind the shutdown
+    py::gil_scoped_release release;
+    pool_.reset();  // shuts down, then frees the event loop's descriptors too
+  }
+
+ private:
+  void refuse_if_closed() const {
+    if (closed_) throw Error(ErrorKind::shutting_down, "the host is closed");
+  }
+
+  std::unique_ptr<pool::Pool> pool_;
+  bool closed_ = false;
+};
+
+// ("value", json, []) | ("pickle", description, [fds]) | ("error", worker::Error as JSON, []).
+// The descriptors become the caller's.
+py::tuple wait_for(PendingCall& pending) {
+  // In slices, so that Ctrl-C (any signal handler that raises) interrupts the wait; the call
+  // itself runs on in its worker, and its result is dropped when it comes.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
+  for (;;) {
+    bool done = false;
+    {
+      py::gil_scoped_release release;
+      done = pending.wait_for(kSlice);
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  const worker::Outcome* outcome = &pending.wait();
+  if (!outcome->ok()) return py::make_tuple("error", dump(outcome->error().to_json()), py::list());
+  if (outcome->pickle().is_null())
+    return py::make_tuple("value", dump(outcome->value()), py::list());
+  auto fds = outcome->buffers().take();
+  py::list fd_list;
+  for (auto& fd : fds) fd_list.append(fd.get());
+  for (auto& fd : fds) fd.release();  // only once the list holds them all
+  return py::make_tuple("pickle", dump(outcome->pickle()), fd_list);
+}
+
+}  // namespace
+}  // namespace isohost::binding
+
+PYBIND11_MODULE(_isohost, m) {
+  using namespace isohost;
+  using binding::Core;
+  using binding::PendingCall;
+  m.doc() = "isohost's C++ host core; use the isohost package";
+  // The host's log (worker starts and ends, the workers' own output) goes to stderr: a Python
+  // host's stdout is its own.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("isohost"));
+
+  binding::core_error = PyErr_NewException("_isohost.CoreError", nullptr, nullptr);
+  m.attr("CoreError") = py::handle(binding::core_error);
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const worker::Error& e) {
+      PyErr_SetString(binding::core_error, binding::dump(e.to_json()).c_str());
+    }
+  });
+
+  py::class_<PendingCall, std::shared_ptr<PendingCall>>(m, "PendingCall")
+      .def("wait", &binding::wait_for, "Block (GIL released) until the outcome is in")
+      .def("done", &PendingCall::done)
+      .def("fileno", &PendingCall::event_fd, "An eventfd readable once the outcome is in");
+
+  py::class_<Core>(m, "Core")
+      .def(py::init([](const std::string& path, const std::string& runtime_dir) {
+             return std::make_unique<Core>(pool::load_config(path), runtime_dir);
+           }),
+           py::arg("config_path"), py::arg("runtime_dir"))
+      .def_static(
+          "from_toml",
+          [](const std::string& text, const std::string& source, const std::string& base_dir,
+             const std::string& runtime_dir) {
+            return std::make_unique<Core>(pool::parse_config(text, source, base_dir), runtime_dir);
+          },
+          py::arg("text"), py::arg("source"), py::arg("base_dir"), py::arg("runtime_dir"))
+      .def("submit", &Core::submit, py::arg("kind"), py::arg("env"), py::arg("message"),
+           py::arg("fds"))
+      .def("status", &Core::status)
+      .def("close", &Core::close);
+}

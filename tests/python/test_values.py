@@ -1,0 +1,129 @@
+"""values.py on its own, and a pickled call through a real worker with this suite's tiny host."""
+
+import base64
+import fcntl
+import os
+import pickle
+
+import pytest
+
+from isohost_worker import values
+
+MIB = 1 << 20
+
+
+def fd_count():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def round_trip(value, peer=None):
+    encoded = values.encode(value)
+    fds = [os.dup(fd) for fd in encoded.fds]
+    encoded.close()
+    return values.decode(encoded.description, fds, peer)
+
+
+def test_large_buffers_travel_as_sealed_memfds():
+    data = bytes(range(256)) * (MIB // 256)
+    with values.encode([data, bytearray(data)]) as encoded:
+        assert [b["size"] for b in encoded.description["buffers"]] == [MIB, MIB]
+        for fd in encoded.fds:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            assert seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
+    assert round_trip([data, bytearray(data)]) == [data, bytearray(data)]
+
+
+def test_small_values_stay_in_the_stream():
+    with values.encode({"a": b"x" * 100, "b": (1, 2)}) as encoded:
+        assert encoded.fds == [] and encoded.description["stream"]["kind"] == "inline"
+
+
+def test_every_descriptor_is_closed_when_decoding_fails():
+    before = fd_count()
+    with values.encode(b"y" * MIB) as encoded:
+        fds = [os.dup(fd) for fd in encoded.fds]
+        description = dict(encoded.description, buffers=[dict(encoded.description["buffers"][0], size=5)])
+    with pytest.raises(values.DecodeError, match="described as 5"):
+        values.decode(description, fds)
+    assert fd_count() == before
+    with pytest.raises(values.DecodeError, match="returns 3 spare"):
+        values.decode({"stream": {"kind": "inline", "data": ""}, "buffers": [], "returned": 3}, [])
+    with pytest.raises(values.DecodeError, match="'stream' object"):
+        values.decode("not a description", [])
+
+
+def test_spares_go_back_to_their_sender_and_are_reused():
+    peer = object()
+    data = b"z" * (2 * MIB)
+    received = round_trip(data, peer)  # tracked: its memfd waits to go back to `peer`
+    assert received == data and values.has_returns(peer)
+    with values.encode(b"", peer) as reply:
+        assert reply.description["returned"] == 1 and len(reply.fds) == 1
+        returned = [os.dup(fd) for fd in reply.fds]
+    assert not values.has_returns(peer)
+    before = fd_count()
+    values.decode(reply.description, returned)  # the sender keeps the spare
+    with values.encode(b"w" * (2 * MIB)) as again:  # same size: the spare is rewritten
+        assert len(again.fds) == 1
+        assert os.fstat(again.fds[0]).st_size == 2 * MIB
+    values.drop_spares()
+    assert fd_count() <= before
+
+
+def test_spares_that_cannot_be_reused_are_closed():
+    read_end, write_end = os.pipe()
+    before = fd_count()
+    values._spares_here().accept([read_end, write_end])  # not memfds: closed by the caller, not kept
+    assert fd_count() == before
+    os.close(read_end)
+    os.close(write_end)
+
+
+def test_plain_json():
+    assert values.is_plain_json({"a": [1, 2.5, None, True, "s", {"b": []}]})
+    shared = [1]
+    for value in [(1,), {1: 2}, float("inf"), 1 << 64, "\ud800", [shared, shared], b"x", {1, 2}]:
+        assert not values.is_plain_json(value), value
+
+
+def test_pickled_call_through_a_worker(worker):
+    data = b"q" * (3 * MIB)
+    encoded = values.encode(((data,), {"extra": (1, 2)}))
+    request_id = worker.new_id()
+    worker.send({"op": "call", "id": request_id, "target": "isohost_test_funcs:kwargs_echo",
+                 "args": [], "kwargs": {}, "accept": values.PICKLE5,
+                 "pickle": encoded.description}, encoded.fds)
+    encoded.close()
+    worker.sock.settimeout(10)
+    reply, fds = worker.reader.read()
+    assert reply["ok"] is False and reply["error"]["type"] == "TypeError"  # one positional too many
+    for fd in fds:
+        os.close(fd)
+    encoded = values.encode(((), {"payload": data}))
+    request_id = worker.new_id()
+    worker.send({"op": "call", "id": request_id, "target": "isohost_test_funcs:kwargs_echo",
+                 "args": [], "kwargs": {}, "accept": values.PICKLE5,
+                 "pickle": encoded.description}, encoded.fds)
+    encoded.close()
+    reply, fds = worker.reader.read()
+    assert reply["id"] == request_id and reply["ok"], reply
+    assert values.decode(reply["pickle"], fds) == {"payload": data}
+
+
+def test_a_forked_child_never_reuses_its_parents_spares():
+    values.drop_spares()
+    with values.encode(b"s" * (2 * MIB)) as encoded:
+        fds = [os.dup(fd) for fd in encoded.fds]
+    none = base64.b64encode(pickle.dumps(None, protocol=5)).decode()
+    values.decode({"stream": {"kind": "inline", "data": none}, "buffers": [], "returned": 1}, fds)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(write_end, b"%d" % len(values._spares_here()._free))
+        os._exit(0)
+    os.close(write_end)
+    seen = os.read(read_end, 16)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    assert seen == b"0" and len(values._spares_here()._free) == 1
+    values.drop_spares()

@@ -1,0 +1,186 @@
+"""Round trips through a real worker: what goes in comes back equal, of the same type."""
+
+import asyncio
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+import isohost
+
+MIB = 1 << 20
+
+
+def echo(host, value):
+    return host.call("w", "isohost_value_funcs:echo", value)
+
+
+def test_json_call_is_unchanged(host):
+    assert host.call("w", "isohost_test_funcs:add", 2, 3) == 5
+    assert host.call("w", "isohost_test_funcs:kwargs_echo", a=1, b=[None, "x"]) == {"a": 1, "b": [None, "x"]}
+
+
+@pytest.mark.parametrize("value", [
+    {"a": [1, 2.5, None, True, "é"], "b": {"c": []}},
+    (1, (2, 3)),
+    {1: "int key", (2, 3): "tuple key"},
+    {"s": {1, 2}, "f": frozenset("ab"), "c": 1 + 2j, "big": 1 << 100, "nan_free": 1e308},
+    [b"small bytes", bytearray(b"small bytearray")],
+])
+def test_nested_values_round_trip(host, value):
+    result = echo(host, value)
+    assert result == value
+    assert type(result) is type(value)
+
+
+def test_shared_references_stay_shared(host):
+    inner = [1, 2]
+    a = np.ones(MIB, np.float32)
+    result = echo(host, {"x": inner, "y": inner, "a": a, "b": a})
+    assert result["x"] is result["y"]
+    assert result["a"] is result["b"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.uint16,
+                                   np.int64, np.bool_, np.complex64])
+@pytest.mark.parametrize("shape", [(0,), (7,), (3, 5), (1 << 18,), (64, 128, 3)])
+def test_arrays_of_dtypes_and_shapes(host, dtype, shape):
+    a = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    result = echo(host, a)
+    assert type(result) is np.ndarray
+    assert result.dtype == a.dtype and result.shape == a.shape
+    assert np.array_equal(result, a)
+
+
+@pytest.mark.parametrize("view", [
+    lambda a: a[::2],
+    lambda a: a.T,
+    lambda a: a[:, 3:-3:3],
+    lambda a: a[::-1, ::2],
+    lambda a: np.asfortranarray(a),
+])
+def test_non_contiguous_and_fortran_views(host, view):
+    base = np.arange(512 * 384, dtype=np.float64).reshape(512, 384)
+    v = view(base)
+    result = echo(host, v)
+    assert np.array_equal(result, v) and result.dtype == v.dtype
+
+
+def test_large_arrays_are_writable_and_private(host):
+    a = np.arange(4 * MIB, dtype=np.float32)
+    result = echo(host, a)
+    assert result.flags.writeable
+    result[0] = -1
+    assert a[0] == 0 and echo(host, result)[0] == -1
+
+
+def test_read_only_arrays_stay_read_only(host):
+    a = np.arange(MIB, dtype=np.float32)
+    a.flags.writeable = False
+    result = echo(host, a)
+    assert not result.flags.writeable and np.array_equal(result, a)
+
+
+def test_worker_computes_on_a_received_array(host):
+    a = np.arange(2 * MIB, dtype=np.float32)
+    assert np.array_equal(host.call("w", "isohost_value_funcs:scale", a, 2.0), a * 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int64, torch.uint8, torch.bool])
+def test_torch_cpu_tensors(host, dtype):
+    t = (torch.arange(3 * 100_000) % 5).to(dtype).reshape(3, 100_000)
+    result = echo(host, t)
+    assert type(result) is torch.Tensor and result.dtype == dtype and result.shape == t.shape
+    assert torch.equal(result, t)
+
+
+def test_torch_views_scalars_grad_and_empty(host):
+    base = torch.arange(600_000, dtype=torch.float32).reshape(600, 1000)
+    for t in [base[:, ::3], base.t(), torch.tensor(2.5), torch.zeros(0, 4),
+              torch.ones(100_000, requires_grad=True)]:
+        result = echo(host, t)
+        assert torch.equal(result.detach(), t.detach()) and result.shape == t.shape
+        assert result.requires_grad == t.requires_grad
+    computed = host.call("w", "isohost_value_funcs:scale", base, 3)
+    assert torch.equal(computed, base * 3)
+
+
+def test_large_bytes_bytearray_memoryview(host):
+    data = hashlib.sha256(b"seed").digest() * (8 * MIB // 32)
+    for value in [data, bytearray(data)]:
+        result = echo(host, value)
+        assert type(result) is type(value) and result == value
+        seen = host.call("w", "isohost_value_funcs:describe", value)
+        assert seen["type"] == type(value).__name__
+        assert seen["sha256"] == hashlib.sha256(data).hexdigest()
+    view = memoryview(bytearray(data)).cast("i", [len(data) // 64, 16])
+    result = echo(host, view)
+    assert type(result) is memoryview and result.format == "i" and result.shape == view.shape
+    assert result.tobytes() == view.tobytes() and not result.readonly
+    readonly = memoryview(data)[1000:2 * MIB]
+    seen = host.call("w", "isohost_value_funcs:describe", readonly)
+    assert seen == {"type": "memoryview", "nbytes": readonly.nbytes, "readonly": True,
+                    "sha256": hashlib.sha256(readonly).hexdigest()}
+    strided = memoryview(data)[::3]
+    assert echo(host, strided).tobytes() == strided.tobytes()
+
+
+def test_large_results_from_the_worker(host):
+    result = host.call("w", "isohost_value_funcs:make_bytes", 32 * MIB, 7)
+    assert type(result) is bytes and len(result) == 32 * MIB and result[::MIB] == b"\x07" * 32
+    array = host.call("w", "isohost_value_funcs:float32_array", 4 * MIB)
+    assert array.shape == (4 * MIB,) and array[-1] == 4 * MIB - 1
+
+
+def test_cuda_tensor_arrives_on_cpu_with_a_warning_where_there_is_no_cuda(host):
+    assert not torch.cuda.is_available()
+    with pytest.warns(isohost.DeviceFallbackWarning, match="cuda:0"):
+        t = host.call("w", "isohost_value_funcs:cuda_tensor_reduction", 1000)
+    assert t.device.type == "cpu" and t.shape == (1000,) and not t.any()
+
+
+def test_call_async(host):
+    async def main():
+        a = np.arange(MIB, dtype=np.float32)
+        first, second = await asyncio.gather(
+            host.call_async("w", "isohost_value_funcs:echo", a),
+            host.call_async("other", "isohost_test_funcs:add", 1, 2))
+        return a, first, second
+
+    a, first, second = asyncio.run(main())
+    assert np.array_equal(first, a) and second == 3
+
+
+def test_reused_buffers_carry_each_new_value(host):
+    """Spare memfds come back and are rewritten: every call must see its own data."""
+    for i in range(12):
+        a = np.full(4 * MIB, i, dtype=np.float32)
+        result = echo(host, a)
+        assert result[0] == i and result[-1] == i and np.array_equal(result, a)
+        assert host.call("w", "isohost_value_funcs:describe", a.tobytes())["sha256"] == \
+            hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def test_concurrent_calls_from_threads(host):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i):
+        env = "w" if i % 2 else "other"
+        a = np.full(2 * MIB, i, dtype=np.int32)
+        return bool(np.array_equal(host.call(env, "isohost_value_funcs:echo", a), a))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(one, range(24)))
+
+
+def test_more_buffers_than_a_frame_carries(host):
+    arrays = [np.full(32 * 1024, i, dtype=np.int32) for i in range(100)]  # 128 KiB each
+    result = echo(host, arrays)
+    assert all(np.array_equal(r, a) for r, a in zip(result, arrays)) and len(result) == 100
+
+
+def test_json_arguments_too_big_for_a_frame_go_pickled(host):
+    big = ["x" * 1000] * 70_000  # 70 MB as JSON
+    assert host.call("w", "isohost_test_funcs:echo", big) == big
