@@ -8,6 +8,7 @@ LOOKUP = "lookup"
 CALL = "call"
 RESULT = "result"
 INTERNAL = "internal"
+FORK = "fork"  # a zygote could not or would not fork
 
 
 class Failure(Exception):
