@@ -46,6 +46,11 @@ struct EnvironmentConfig {
   std::map<std::string, std::string> env;
   // Overrides [host] call_timeout_seconds for this environment.
   std::optional<std::chrono::milliseconds> call_timeout;
+  // Modules a zygote imports once; non-empty turns the zygote on, and workers are forked from
+  // it (docs/lifecycle.md#zygotes).
+  std::vector<std::string> preload;
+  // Start the zygote with the host rather than at the first need.
+  bool prestart = false;
 };
 
 struct Config {

@@ -33,6 +33,7 @@
 #include "pool/config.hpp"
 #include "pool/crash_backoff.hpp"
 #include "pool/memory_sampler.hpp"
+#include "pool/zygote.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -66,11 +67,16 @@ struct WorkerStatus {
   nlohmann::json report;
   // PSS when the worker said hello: the interpreter and its imports, its fixed RAM cost.
   std::optional<std::uint64_t> pss_at_ready;
+  // "zygote" when forked from its environment's zygote (zygote_pid), "spawn" when started fresh.
+  std::string origin = "spawn";
+  pid_t zygote_pid = -1;
 };
 
 struct PoolStatus {
   pid_t host_pid = -1;
   std::vector<WorkerStatus> workers;
+  // One per environment with `preload`.
+  std::vector<ZygoteStatus> zygotes;
   // With memory: the host process itself (it holds no CUDA context) and the device.
   std::optional<ProcessMemory> host_memory;
   std::optional<probe::GpuDevice> device;
@@ -153,10 +159,25 @@ class Pool {
     // An idle worker is released once, not again until it has served another call.
     bool released_since_call = false;
     std::optional<std::uint64_t> pss_at_ready;
+    // Environments with `preload` only (zygote.hpp).
+    std::unique_ptr<Zygote> zygote;
+    // A fork request for this slot's next worker is in flight.
+    bool forking = false;
+    // When start_worker was first asked for the next worker (it may wait for the zygote).
+    std::optional<Clock::time_point> start_began;
+    std::string origin = "spawn";
+    pid_t zygote_pid = -1;
   };
 
   void pump(Slot& slot);
   void start_worker(Slot& slot);
+  // The two ways start_worker brings a worker up (pool_zygote.cpp for the fork).
+  void spawn_worker(Slot& slot, unsigned generation);
+  void fork_worker(Slot& slot);
+  [[nodiscard]] worker::WorkerOptions worker_options(const Slot& slot, unsigned generation) const;
+  worker::Worker::Events worker_events(Slot& slot, const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak);
+  void track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak, const char* origin);
+  void make_zygotes();
   void dispatch(Slot& slot, Pending pending);
   void retire(Slot& slot, const std::string& reason);
   void arm_idle_timers(Slot& slot);
