@@ -69,6 +69,42 @@ class Loop {
 
 using Done = std::function<void(const std::string*)>;
 
+// Ends every worker and the zygote, and waits until the loop has reaped them, also when a
+// figure fails half-way (a GPU-less machine asked for --cuda): the loop's thread only ends once
+// nothing is left to watch.
+class EndAll {
+ public:
+  EndAll(Loop& loop, std::vector<std::shared_ptr<worker::Worker>>& workers,
+         std::unique_ptr<pool::Zygote>* zygote = nullptr)
+      : loop_(loop), workers_(workers), zygote_(zygote) {}
+  ~EndAll() {
+    try {
+      loop_.run([this](std::function<void(const std::string*)> done) {
+        for (auto& w : workers_) w->shutdown(std::chrono::seconds(1));
+        if (zygote_ != nullptr && *zygote_) (*zygote_)->shutdown(std::chrono::seconds(1));
+        done(nullptr);
+      });
+      // The zygote's handlers refer to it: it goes only once its process has been reaped.
+      for (bool alive = zygote_ != nullptr && *zygote_; alive;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        loop_.run([&](std::function<void(const std::string*)> done) {
+          alive = (*zygote_)->alive();
+          done(nullptr);
+        });
+      }
+    } catch (const std::exception&) {
+      // Nothing more can be done from a destructor; the death signal still covers the rest.
+    }
+  }
+  EndAll(const EndAll&) = delete;
+  EndAll& operator=(const EndAll&) = delete;
+
+ private:
+  Loop& loop_;
+  std::vector<std::shared_ptr<worker::Worker>>& workers_;
+  std::unique_ptr<pool::Zygote>* zygote_;
+};
+
 // Once the worker is ready: import torch (and open a context), then `done`.
 worker::Worker::Events prepare_events(std::shared_ptr<std::shared_ptr<worker::Worker>> slot, bool cuda, Done done) {
   return {.on_ready =
@@ -127,6 +163,7 @@ std::vector<double> marginal_pss(Loop& loop, const std::function<void(Done, std:
 Figure fresh_figure(const BenchOptions& options, const std::string& name) {
   Loop loop;
   std::vector<std::shared_ptr<worker::Worker>> workers;
+  EndAll end_all(loop, workers);
   std::vector<pid_t> pids;
   auto samples = marginal_pss(loop, [&](Done done, std::vector<pid_t>& measured) {
     auto slot = std::make_shared<std::shared_ptr<worker::Worker>>();
@@ -134,10 +171,6 @@ Figure fresh_figure(const BenchOptions& options, const std::string& name) {
     workers.push_back(*slot);
     measured.push_back((*slot)->pid());
   }, pids);
-  loop.run([&](Done done) {
-    for (auto& w : workers) w->shutdown(std::chrono::seconds(1));
-    done(nullptr);
-  });
   return summarize(name, "MB", samples);
 }
 
@@ -146,10 +179,12 @@ Figure zygote_figure(const BenchOptions& options, const std::string& name, const
   auto zygote_options = base_options(options);
   zygote_options.preload = {"torch"};
   std::unique_ptr<pool::Zygote> zygote;
+  std::vector<std::shared_ptr<worker::Worker>> workers;
+  EndAll end_all(loop, workers, &zygote);
   auto ready = std::make_shared<std::promise<void>>();
   loop.run([&](Done done) {
     zygote = std::make_unique<pool::Zygote>(loop.io(), zygote_options, [&zygote, ready] {
-      if (zygote->status().state == "ready") {
+      if (zygote->status().state != "starting") {
         try {
           ready->set_value();
         } catch (const std::future_error&) {
@@ -164,9 +199,14 @@ Figure zygote_figure(const BenchOptions& options, const std::string& name, const
     done(nullptr);
   });
   if (ready->get_future().wait_for(kTimeout) != std::future_status::ready) throw std::runtime_error("zygote not ready");
-  std::vector<std::shared_ptr<worker::Worker>> workers;
   std::vector<pid_t> pids;
   loop.run([&](Done done) {
+    const auto status = zygote->status();
+    const std::string what = "the zygote is " + status.state + (status.refusal ? ": " + *status.refusal : "");
+    if (status.state != "ready") {
+      done(&what);
+      return;
+    }
     pids.push_back(zygote->pid());
     done(nullptr);
   });
@@ -184,26 +224,9 @@ Figure zygote_figure(const BenchOptions& options, const std::string& name, const
       workers.push_back(*slot);
     });
   }, pids);
-  loop.run([&](Done done) {
-    for (auto& w : workers) w->shutdown(std::chrono::seconds(1));
-    zygote->shutdown(std::chrono::seconds(1));
-    done(nullptr);
-  });
-  // The zygote's handlers refer to it: it goes only once its process has been reaped.
-  for (bool alive = true; alive;) {
-    loop.run([&](Done done) {
-      alive = zygote->alive();
-      done(nullptr);
-    });
-    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   auto figure = summarize(name, "MB", samples);
   figure.limit = limit.median;
   figure.limit_name = limit.name;
-  loop.run([&](Done done) {
-    zygote.reset();
-    done(nullptr);
-  });
   return figure;
 }
 
