@@ -231,3 +231,11 @@ def open_descriptors():
             continue
         found.append(fd)
     return found
+
+
+def glibc_tid_is_own():
+    """Whether glibc's record of this thread's tid (which pthread calls on the main thread use)
+    is this thread's real tid: a zygote's raw clone must leave no stale copy of the zygote's."""
+    from isohost_worker import zygote
+    address = zygote._tid_address()  # None when glibc's record does not match the real tid
+    return address is not None
