@@ -30,7 +30,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import errors, frames, memory
+from isohost_worker import errors, frames, runtime
 
 # One frame carries exactly these, in this order.
 FORK_DESCRIPTORS = ("socket", "stdout", "stderr")
@@ -217,19 +217,9 @@ class Zygote:
                     self._fail(request_id, errors.ARGUMENTS, ValueError("unknown op %r for a zygote" % (op,)))
 
     def _hello(self):
-        return {
-            "op": "hello",
-            "protocol": frames.VERSION,
-            "pid": os.getpid(),
-            "env": self._env,
-            "python": platform.python_version(),
-            "executable": sys.executable,
-            "torch": memory.torch_version(),
-            "zygote": True,
-            "preload": list(self._preload),
-            "refusal": self._refusal,
-            "capabilities": ["fork", "ping", "shutdown"],
-        }
+        body = runtime.hello_body(self._env, ["fork", "ping", "shutdown"])
+        body.update(zygote=True, preload=list(self._preload), refusal=self._refusal)
+        return body
 
     def _fork(self, request_id, request, fds):
         if len(fds) != len(FORK_DESCRIPTORS):

@@ -28,23 +28,17 @@ Config zygote_config(std::vector<std::string> preload = {"isohost_test_funcs"}) 
   return config;
 }
 
-ZygoteStatus zygote_of(Pool& pool) {
-  const auto status = pool.status().get();
-  if (status.zygotes.size() != 1) {
-    ADD_FAILURE() << "expected one zygote, found " << status.zygotes.size();
-    return {};
-  }
-  return status.zygotes[0];
+// The one element of `items`; anything else fails the test.
+template <class T>
+T the_one(const std::vector<T>& items, const char* what) {
+  if (items.size() == 1) return items[0];
+  ADD_FAILURE() << "expected one " << what << ", found " << items.size();
+  return {};
 }
 
-WorkerStatus worker_of(Pool& pool) {
-  const auto status = pool.status().get();
-  if (status.workers.size() != 1) {
-    ADD_FAILURE() << "expected one worker, found " << status.workers.size();
-    return {};
-  }
-  return status.workers[0];
-}
+ZygoteStatus zygote_of(Pool& pool) { return the_one(pool.status().get().zygotes, "zygote"); }
+
+WorkerStatus worker_of(Pool& pool) { return the_one(pool.status().get().workers, "worker"); }
 
 bool contains(const std::vector<pid_t>& pids, pid_t pid) {
   return std::find(pids.begin(), pids.end(), pid) != pids.end();
