@@ -250,7 +250,9 @@ class Zygote:
     def _become_worker(self, host, request, fds):
         """In the child: tie its life to the host, take the passed descriptors, and hand
         back what the worker runtime needs."""
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            _say("prctl(PR_SET_PDEATHSIG) failed: %s" % os.strerror(ctypes.get_errno()))
+            os._exit(5)
         if os.getppid() != host:  # the host died before the death signal was armed
             os._exit(0)
         os.setsid()

@@ -87,6 +87,7 @@ def test_forked_child_is_a_worker_whose_parent_is_the_host(spawn):
     assert child.call("isohost_test_funcs:parent_pid") == os.getpid(), "clone(CLONE_PARENT)"
     assert child.call("isohost_test_funcs:session_id") == child.pid, "its own session and group"
     assert child.call("isohost_test_funcs:glibc_tid_is_own") is True, "CLONE_CHILD_SETTID"
+    assert child.call("isohost_test_funcs:death_signal") == signal.SIGKILL, "tied to the host"
     # The passed descriptors sit at 1, 2 and 3 and nothing else came with them. (This harness
     # lets the zygote inherit the test's own descriptors; the host passes only 0 to 3.)
     inherited = {int(fd) for fd in os.listdir("/proc/%d/fd" % zygote.pid)} - {0, 1, 2, 3}

@@ -239,3 +239,11 @@ def glibc_tid_is_own():
     from isohost_worker import zygote
     address = zygote._tid_address()  # None when glibc's record does not match the real tid
     return address is not None
+
+
+def death_signal():
+    """prctl(PR_GET_PDEATHSIG): the signal this process gets when its parent thread dies."""
+    import ctypes
+    value = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(value), 0, 0, 0)
+    return value.value
