@@ -173,3 +173,29 @@ def test_shutdown_ends_the_zygote_with_code_0(spawn):
     zygote = _zygote(spawn)
     zygote.send({"op": "shutdown"})
     assert zygote.wait() == 0
+
+
+_LEGACY_CLONE = r"""
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from isohost_worker import zygote
+zygote._SYS_CLONE3 = 10 ** 6  # no such system call: ENOSYS, as under a seccomp filter
+pid = zygote.clone_sibling()
+if pid == 0:
+    own_tid = zygote._tid_address() is not None
+    os._exit(7 if own_tid and os.getppid() == int(sys.argv[1]) else 8)
+print(pid)
+"""
+
+
+def test_legacy_clone_where_clone3_is_missing():
+    """Where clone3 answers ENOSYS, the zygote falls back to clone(2), with the same effect:
+    the child's parent is the zygote's parent (here this test) and its tid record is its own."""
+    import subprocess
+    import sys
+    from conftest import PACKAGE_PARENT
+    out = subprocess.run([sys.executable, "-c", _LEGACY_CLONE, str(os.getpid()), str(PACKAGE_PARENT)],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    _, status = os.waitpid(int(out.stdout), 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
