@@ -56,7 +56,8 @@ class Loop {
         promise->set_exception(std::current_exception());
       }
     });
-    if (future.wait_for(kTimeout) != std::future_status::ready) throw std::runtime_error("bench pss: timed out");
+    if (future.wait_for(kTimeout) != std::future_status::ready)
+      throw std::runtime_error("bench pss: timed out");
     future.get();
   }
   asio::io_context& io() { return io_; }
@@ -106,7 +107,8 @@ class EndAll {
 };
 
 // Once the worker is ready: import torch (and open a context), then `done`.
-worker::Worker::Events prepare_events(std::shared_ptr<std::shared_ptr<worker::Worker>> slot, bool cuda, Done done) {
+worker::Worker::Events prepare_events(std::shared_ptr<std::shared_ptr<worker::Worker>> slot,
+                                      bool cuda, Done done) {
   return {.on_ready =
               [slot, cuda, done](const worker::Error* error) {
                 if (error != nullptr) {
@@ -115,7 +117,11 @@ worker::Worker::Events prepare_events(std::shared_ptr<std::shared_ptr<worker::Wo
                   return;
                 }
                 auto call = [slot](const std::string& target, worker::Worker::Handler then) {
-                  (*slot)->request({{"op", "call"}, {"target", target}, {"args", target.ends_with("module") ? nlohmann::json{"torch"} : nlohmann::json::array()}, {"kwargs", nlohmann::json::object()}},
+                  (*slot)->request({{"op", "call"},
+                                    {"target", target},
+                                    {"args", target.ends_with("module") ? nlohmann::json{"torch"}
+                                                                        : nlohmann::json::array()},
+                                    {"kwargs", nlohmann::json::object()}},
                                    std::chrono::seconds(120), target, std::move(then));
                 };
                 call("isohost_worker.stages:import_module", [call, cuda, done](worker::Outcome o) {
@@ -142,12 +148,16 @@ double total_pss_mb(const std::vector<pid_t>& pids) {
 }
 
 worker::WorkerOptions base_options(const BenchOptions& options) {
-  return {.env_name = "pss", .python = options.python, .runtime_dir = worker::find_worker_runtime(),
-          .host_tag = proc::host_tag(), .start_timeout = kTimeout};
+  return {.env_name = "pss",
+          .python = options.python,
+          .runtime_dir = worker::find_worker_runtime(),
+          .host_tag = proc::host_tag(),
+          .start_timeout = kTimeout};
 }
 
 // Starts kWorkers workers with `start_one` and returns the growth of the PSS sum per worker.
-std::vector<double> marginal_pss(Loop& loop, const std::function<void(Done, std::vector<pid_t>&)>& start_one,
+std::vector<double> marginal_pss(Loop& loop,
+                                 const std::function<void(Done, std::vector<pid_t>&)>& start_one,
                                  std::vector<pid_t>& measured) {
   std::vector<double> samples;
   double previous = 0;
@@ -165,12 +175,16 @@ Figure fresh_figure(const BenchOptions& options, const std::string& name) {
   std::vector<std::shared_ptr<worker::Worker>> workers;
   EndAll end_all(loop, workers);
   std::vector<pid_t> pids;
-  auto samples = marginal_pss(loop, [&](Done done, std::vector<pid_t>& measured) {
-    auto slot = std::make_shared<std::shared_ptr<worker::Worker>>();
-    *slot = worker::Worker::launch(loop.io(), base_options(options), prepare_events(slot, options.cuda, done));
-    workers.push_back(*slot);
-    measured.push_back((*slot)->pid());
-  }, pids);
+  auto samples = marginal_pss(
+      loop,
+      [&](Done done, std::vector<pid_t>& measured) {
+        auto slot = std::make_shared<std::shared_ptr<worker::Worker>>();
+        *slot = worker::Worker::launch(loop.io(), base_options(options),
+                                       prepare_events(slot, options.cuda, done));
+        workers.push_back(*slot);
+        measured.push_back((*slot)->pid());
+      },
+      pids);
   return summarize(name, "MB", samples);
 }
 
@@ -198,11 +212,13 @@ Figure zygote_figure(const BenchOptions& options, const std::string& name, const
     }
     done(nullptr);
   });
-  if (ready->get_future().wait_for(kTimeout) != std::future_status::ready) throw std::runtime_error("zygote not ready");
+  if (ready->get_future().wait_for(kTimeout) != std::future_status::ready)
+    throw std::runtime_error("zygote not ready");
   std::vector<pid_t> pids;
   loop.run([&](Done done) {
     const auto status = zygote->status();
-    const std::string what = "the zygote is " + status.state + (status.refusal ? ": " + *status.refusal : "");
+    const std::string what =
+        "the zygote is " + status.state + (status.refusal ? ": " + *status.refusal : "");
     if (status.state != "ready") {
       done(&what);
       return;
@@ -211,19 +227,24 @@ Figure zygote_figure(const BenchOptions& options, const std::string& name, const
     done(nullptr);
   });
   unsigned generation = 0;
-  auto samples = marginal_pss(loop, [&](Done done, std::vector<pid_t>& measured) {
-    zygote->fork("pss", ++generation, [&, done](std::optional<worker::AdoptedProcess> child, const std::string& failure) {
-      if (!child) {
-        done(&failure);
-        return;
-      }
-      auto slot = std::make_shared<std::shared_ptr<worker::Worker>>();
-      measured.push_back(child->pid);
-      *slot = worker::Worker::adopt(loop.io(), base_options(options), std::move(*child),
-                                    prepare_events(slot, options.cuda, done));
-      workers.push_back(*slot);
-    });
-  }, pids);
+  auto samples = marginal_pss(
+      loop,
+      [&](Done done, std::vector<pid_t>& measured) {
+        zygote->fork(
+            "pss", ++generation,
+            [&, done](std::optional<worker::AdoptedProcess> child, const std::string& failure) {
+              if (!child) {
+                done(&failure);
+                return;
+              }
+              auto slot = std::make_shared<std::shared_ptr<worker::Worker>>();
+              measured.push_back(child->pid);
+              *slot = worker::Worker::adopt(loop.io(), base_options(options), std::move(*child),
+                                            prepare_events(slot, options.cuda, done));
+              workers.push_back(*slot);
+            });
+      },
+      pids);
   auto figure = summarize(name, "MB", samples);
   figure.limit = limit.median;
   figure.limit_name = limit.name;

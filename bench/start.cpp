@@ -63,7 +63,8 @@ Figure zygote_start(const BenchOptions& options, int rounds, const Figure& limit
     return !status.zygotes.empty() && status.zygotes[0].state == "ready";
   };
   const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (!zygote_ready() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!zygote_ready() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::vector<double> samples;
   for (int i = 0; i < rounds; ++i) {
     const auto start = Clock::now();

@@ -49,10 +49,11 @@ void print_zygotes(const nlohmann::json& ps) {
     }
     std::string preload;
     for (const auto& m : z["preload"]) preload += (preload.empty() ? "" : ",") + cell(m);
-    std::cout << fmt::format("zygote of '{}': pid {}, {}, preloaded {}, {} forks, PSS {}; workers from it: {}{}\n",
-                             cell(z["env"]), cell(z["pid"]), cell(z["state"]), preload, cell(z["forks"]),
-                             mb(z.value("pss", nlohmann::json())), forked.empty() ? "none" : forked,
-                             z["refusal"].is_string() ? "; refused: " + cell(z["refusal"]) : "");
+    std::cout << fmt::format(
+        "zygote of '{}': pid {}, {}, preloaded {}, {} forks, PSS {}; workers from it: {}{}\n",
+        cell(z["env"]), cell(z["pid"]), cell(z["state"]), preload, cell(z["forks"]),
+        mb(z.value("pss", nlohmann::json())), forked.empty() ? "none" : forked,
+        z["refusal"].is_string() ? "; refused: " + cell(z["refusal"]) : "");
   }
 }
 

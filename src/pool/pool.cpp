@@ -67,7 +67,8 @@ nlohmann::json PoolStatus::to_json() const {
                          {"python", w.hello.value("python", nlohmann::json())},
                          {"torch", w.hello.value("torch", nlohmann::json())},
                          {"origin", w.origin},
-                         {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid) : nlohmann::json()}};
+                         {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid)
+                                                         : nlohmann::json()}};
     add_memory(entry, w.memory);
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
@@ -383,9 +384,13 @@ void Pool::start_worker(Slot& slot) {
   if (!slot.start_began) slot.start_began = Clock::now();
   if (slot.zygote) {
     switch (slot.zygote->prepare()) {
-      case Zygote::Readiness::fork: fork_worker(slot); return;
-      case Zygote::Readiness::wait: return;  // the zygote's change pumps again
-      case Zygote::Readiness::unavailable: break;
+      case Zygote::Readiness::fork:
+        fork_worker(slot);
+        return;
+      case Zygote::Readiness::wait:
+        return;  // the zygote's change pumps again
+      case Zygote::Readiness::unavailable:
+        break;
     }
   }
   spawn_worker(slot, ++slot.generation);  // retired generations are never reused
@@ -439,16 +444,18 @@ void Pool::spawn_worker(Slot& slot, unsigned generation) {
   track_started(slot, weak, "spawn");
 }
 
-void Pool::track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>>& weak, const char* origin) {
+void Pool::track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>>& weak,
+                         const char* origin) {
   *weak = slot.worker;
   slot.start_began.reset();
   slot.calls = 0;
   slot.origin = origin;
   slot.zygote_pid = slot.origin == "zygote" ? slot.zygote->pid() : -1;
   live_.push_back(slot.worker);
-  spdlog::info("started worker '{}' (pid {}, generation {}{})", slot.config.name, slot.worker->pid(),
-               slot.worker->generation(),
-               slot.zygote_pid > 0 ? fmt::format(", forked from zygote pid {}", slot.zygote_pid) : "");
+  spdlog::info(
+      "started worker '{}' (pid {}, generation {}{})", slot.config.name, slot.worker->pid(),
+      slot.worker->generation(),
+      slot.zygote_pid > 0 ? fmt::format(", forked from zygote pid {}", slot.zygote_pid) : "");
 }
 
 void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,

@@ -175,8 +175,10 @@ class Pool {
   void spawn_worker(Slot& slot, unsigned generation);
   void fork_worker(Slot& slot);
   [[nodiscard]] worker::WorkerOptions worker_options(const Slot& slot, unsigned generation) const;
-  worker::Worker::Events worker_events(Slot& slot, const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak);
-  void track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak, const char* origin);
+  worker::Worker::Events worker_events(Slot& slot,
+                                       const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak);
+  void track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak,
+                     const char* origin);
   void make_zygotes();
   void dispatch(Slot& slot, Pending pending);
   void retire(Slot& slot, const std::string& reason);

@@ -1,8 +1,8 @@
 // The pool's side of zygotes (docs/lifecycle.md#zygotes): one per environment with `preload`,
 // started with the host (`prestart`) or at the first need, and asked to fork each new worker.
 
-#include <asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <asio/post.hpp>
 
 #include "pool/pool.hpp"
 
@@ -31,28 +31,30 @@ void Pool::make_zygotes() {
 void Pool::fork_worker(Slot& slot) {
   const unsigned generation = ++slot.generation;  // retired generations are never reused
   slot.forking = true;
-  slot.zygote->fork(slot.config.name, generation,
-                    [this, &slot, generation](std::optional<worker::AdoptedProcess> child,
-                                              const std::string& failure) {
-    slot.forking = false;
-    if (!child) {
-      if (shutting_down_) {
-        pump(slot);  // fails what is queued
-        finish_shutdown_if_done();
-        return;
-      }
-      spdlog::warn("could not fork worker '{}' (generation {}) from its zygote: {}; starting it fresh",
-                   slot.config.name, generation, failure);
-      spawn_worker(slot, generation);
-      return;
-    }
-    child->start_began = slot.start_began;
-    auto weak = std::make_shared<std::weak_ptr<Worker>>();
-    slot.worker = Worker::adopt(io_, worker_options(slot, generation), std::move(*child),
-                                worker_events(slot, weak));
-    track_started(slot, weak, "zygote");
-    if (shutting_down_) retire(slot, "host shutdown");
-  });
+  slot.zygote->fork(
+      slot.config.name, generation,
+      [this, &slot, generation](std::optional<worker::AdoptedProcess> child,
+                                const std::string& failure) {
+        slot.forking = false;
+        if (!child) {
+          if (shutting_down_) {
+            pump(slot);  // fails what is queued
+            finish_shutdown_if_done();
+            return;
+          }
+          spdlog::warn(
+              "could not fork worker '{}' (generation {}) from its zygote: {}; starting it fresh",
+              slot.config.name, generation, failure);
+          spawn_worker(slot, generation);
+          return;
+        }
+        child->start_began = slot.start_began;
+        auto weak = std::make_shared<std::weak_ptr<Worker>>();
+        slot.worker = Worker::adopt(io_, worker_options(slot, generation), std::move(*child),
+                                    worker_events(slot, weak));
+        track_started(slot, weak, "zygote");
+        if (shutting_down_) retire(slot, "host shutdown");
+      });
 }
 
 }  // namespace isohost::pool

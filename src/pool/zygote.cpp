@@ -15,8 +15,12 @@ using worker::Worker;
 using worker::WorkerState;
 
 nlohmann::json ZygoteStatus::to_json() const {
-  nlohmann::json out{{"env", env},     {"pid", pid},       {"state", state},
-                     {"preload", preload}, {"forks", forks}, {"starts", starts},
+  nlohmann::json out{{"env", env},
+                     {"pid", pid},
+                     {"state", state},
+                     {"preload", preload},
+                     {"forks", forks},
+                     {"starts", starts},
                      {"refusal", refusal ? nlohmann::json(*refusal) : nlohmann::json()}};
   if (memory && memory->ram) {
     out["rss"] = memory->ram->rss;
@@ -37,10 +41,14 @@ Zygote::Readiness Zygote::prepare() {
   // After a failure, workers start fresh until it is back.
   const bool first = backoff_.consecutive_failures() == 0;
   switch (process_->state()) {
-    case WorkerState::ready: return Readiness::fork;
-    case WorkerState::busy: return Readiness::wait;
-    case WorkerState::starting: return first ? Readiness::wait : Readiness::unavailable;
-    default: return Readiness::unavailable;
+    case WorkerState::ready:
+      return Readiness::fork;
+    case WorkerState::busy:
+      return Readiness::wait;
+    case WorkerState::starting:
+      return first ? Readiness::wait : Readiness::unavailable;
+    default:
+      return Readiness::unavailable;
   }
 }
 
@@ -69,7 +77,8 @@ void Zygote::on_ready(const Error* error) {
     spdlog::warn("the zygote of '{}' failed to start: {}; its workers start fresh meanwhile", env(),
                  error->what());
   } else {
-    const auto seconds = std::chrono::duration<double>(Clock::now() - process_->spawned_at()).count();
+    const auto seconds =
+        std::chrono::duration<double>(Clock::now() - process_->spawned_at()).count();
     spdlog::info("the zygote of '{}' (pid {}) is ready: preloaded {} in {:.2f} s", env(),
                  process_->pid(), fmt::join(options_.preload, ","), seconds);
     const auto refusal = process_->hello().value("refusal", nlohmann::json());
@@ -84,10 +93,11 @@ void Zygote::on_exit(const worker::ExitReport& report) {
   if (!stopping_ && !refusal_) {
     if (!failed_start_) {
       backoff_.record_failure(Clock::now(), report.reason);
-      spdlog::warn("the zygote of '{}' (pid {}) ended: {}; running workers are unaffected, new "
-                   "workers of '{}' start fresh until it is restarted (in {:g} s)",
-                   env(), pid, report.status.describe(), env(),
-                   std::chrono::duration<double>(backoff_.current_delay()).count());
+      spdlog::warn(
+          "the zygote of '{}' (pid {}) ended: {}; running workers are unaffected, new "
+          "workers of '{}' start fresh until it is restarted (in {:g} s)",
+          env(), pid, report.status.describe(), env(),
+          std::chrono::duration<double>(backoff_.current_delay()).count());
     }
     schedule_restart();
   }
@@ -133,34 +143,35 @@ void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone don
                          {"env", env_name},
                          {"generation", generation},
                          {"descriptors", {"socket", "stdout", "stderr"}}};
-  process_->request(std::move(request), options_.start_timeout, "fork", std::move(passed),
-                    [this, kept, done = std::move(done)](Outcome outcome) {
-    if (!outcome.ok()) {
-      const auto& detail = outcome.error().detail();
-      if (detail.is_object() && detail.value("where", "") == "fork" &&
-          detail.value("type", "").ends_with("Refused")) {
-        refuse(detail.value("message", std::string("refused")));
-      }
-      done(std::nullopt, outcome.error().what());
-      return;
-    }
-    const auto pid = outcome.value().value("pid", -1);
-    try {
-      if (pid <= 0) throw std::runtime_error("the zygote answered without a pid");
-      kept->pidfd = proc::open_pidfd(pid);
-      // Never adopt what we cannot reap: the zygote must have made the host the parent.
-      if (!proc::is_child(kept->pidfd.get())) {
-        throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
-      }
-    } catch (const std::exception& e) {
-      done(std::nullopt, std::string("fork answer unusable: ") + e.what());
-      return;
-    }
-    kept->pid = pid;
-    ++forks_;
-    backoff_.record_success();
-    done(std::move(*kept), "");
-  });
+  process_->request(
+      std::move(request), options_.start_timeout, "fork", std::move(passed),
+      [this, kept, done = std::move(done)](Outcome outcome) {
+        if (!outcome.ok()) {
+          const auto& detail = outcome.error().detail();
+          if (detail.is_object() && detail.value("where", "") == "fork" &&
+              detail.value("type", "").ends_with("Refused")) {
+            refuse(detail.value("message", std::string("refused")));
+          }
+          done(std::nullopt, outcome.error().what());
+          return;
+        }
+        const auto pid = outcome.value().value("pid", -1);
+        try {
+          if (pid <= 0) throw std::runtime_error("the zygote answered without a pid");
+          kept->pidfd = proc::open_pidfd(pid);
+          // Never adopt what we cannot reap: the zygote must have made the host the parent.
+          if (!proc::is_child(kept->pidfd.get())) {
+            throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
+          }
+        } catch (const std::exception& e) {
+          done(std::nullopt, std::string("fork answer unusable: ") + e.what());
+          return;
+        }
+        kept->pid = pid;
+        ++forks_;
+        backoff_.record_success();
+        done(std::move(*kept), "");
+      });
 }
 
 void Zygote::shutdown(std::chrono::milliseconds grace) {
@@ -170,16 +181,28 @@ void Zygote::shutdown(std::chrono::milliseconds grace) {
 }
 
 ZygoteStatus Zygote::status() const {
-  ZygoteStatus s{.env = env(), .pid = pid(), .preload = options_.preload, .forks = forks_,
-                 .starts = starts_, .refusal = refusal_};
+  ZygoteStatus s{.env = env(),
+                 .pid = pid(),
+                 .preload = options_.preload,
+                 .forks = forks_,
+                 .starts = starts_,
+                 .refusal = refusal_};
   if (!process_) {
     s.state = refusal_ ? "refused" : "absent";
   } else {
     switch (process_->state()) {
-      case WorkerState::starting: s.state = "starting"; break;
-      case WorkerState::ready: s.state = "ready"; break;
-      case WorkerState::busy: s.state = "forking"; break;
-      default: s.state = refusal_ ? "refused" : "stopping"; break;
+      case WorkerState::starting:
+        s.state = "starting";
+        break;
+      case WorkerState::ready:
+        s.state = "ready";
+        break;
+      case WorkerState::busy:
+        s.state = "forking";
+        break;
+      default:
+        s.state = refusal_ ? "refused" : "stopping";
+        break;
     }
   }
   return s;

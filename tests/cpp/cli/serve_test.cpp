@@ -36,7 +36,8 @@ class ServedHost {
     socket_ = base + "/control.sock";
     std::ofstream(config_) << "[host]\nshutdown_grace_seconds = 2\n"
                            << "[env.a]\npython = \"" << ISOHOST_TEST_PYTHON << "\"\npath = [\""
-                           << ISOHOST_TEST_MODULES_DIR << "\"]\n" << env_extra;
+                           << ISOHOST_TEST_MODULES_DIR << "\"]\n"
+                           << env_extra;
     child_ = proc::spawn({.program = ISOHOST_BINARY,
                           .argv = {ISOHOST_BINARY, "--log-level", "warn", "serve", "--config",
                                    config_, "--socket", socket_},
@@ -202,10 +203,15 @@ TEST(Serve, KillNineOfTheHostTakesABusyWorkerWithinASecond) {
 
 TEST(Serve, KillNineOfTheHostTakesTheZygoteAndItsBusyForkedWorkerAtOnce) {
   ServedHost host("", "preload = [\"isohost_test_funcs\"]\n");
-  const auto pid = host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:pid"}})["value"].get<pid_t>();
+  const auto pid =
+      host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:pid"}})["value"]
+          .get<pid_t>();
   std::thread caller([&] {
     try {
-      host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:busy_loop"}, {"args", {60}}});
+      host.ask({{"op", "call"},
+                {"env", "a"},
+                {"target", "isohost_test_funcs:busy_loop"},
+                {"args", {60}}});
     } catch (const std::exception&) {
       // The host dies under this call: that is the point.
     }

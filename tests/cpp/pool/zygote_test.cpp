@@ -55,7 +55,8 @@ TEST(Zygote, WorkersAreForkedFromItAndPsShowsBoth) {
   EXPECT_EQ(w.pid, pid);
   EXPECT_EQ(w.origin, "zygote");
   EXPECT_EQ(w.zygote_pid, z.pid);
-  EXPECT_EQ(pool.call("a", "isohost_test_funcs:parent_pid").get(), ::getpid()) << "the host is the parent";
+  EXPECT_EQ(pool.call("a", "isohost_test_funcs:parent_pid").get(), ::getpid())
+      << "the host is the parent";
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:session_id").get(), pid) << "its own session";
   // The orphan sweep of a later host recognises both by their command line.
   const auto tagged = isohost::test_support::workers_tagged(proc::host_tag());
@@ -137,11 +138,13 @@ TEST(Zygote, ShutdownLeavesNoZygoteAndNoWorker) {
 }
 
 TEST(ZygoteConfig, PreloadAndPrestartAreReadAndChecked) {
-  const auto config = parse_config("[env.v]\npreload = [\"torch\", \"numpy\"]\nprestart = true\n", "t.toml", "/b");
+  const auto config =
+      parse_config("[env.v]\npreload = [\"torch\", \"numpy\"]\nprestart = true\n", "t.toml", "/b");
   EXPECT_THAT(config.environments.at("v").preload, ::testing::ElementsAre("torch", "numpy"));
   EXPECT_TRUE(config.environments.at("v").prestart);
   const std::pair<const char*, const char*> bad[] = {
-      {"[env.v]\nprestart = true\n", "t.toml:2:12: 'prestart' starts a zygote, which needs a non-empty 'preload'"},
+      {"[env.v]\nprestart = true\n",
+       "t.toml:2:12: 'prestart' starts a zygote, which needs a non-empty 'preload'"},
       {"[env.v]\npreload = \"torch\"\n", "t.toml:2:11: 'preload' must be a list of module names"},
       {"[env.v]\npreload = [\"a,b\"]\n", "'preload' entry 'a,b' is not a module name"},
       {"[env.v]\npreload = [\"torch\"]\nprestart = 1\n", "'prestart' must be true or false"},

@@ -22,31 +22,37 @@ TEST(OrphanSweep, EndsAZygoteAndItsForkedWorkerLeftByADeadHost) {
   // The "host" is a sleep, alive while the zygote forks (so the startup sweep of a test running
   // beside this one leaves it alone) and killed before the sweep. No death signal: as if the
   // host had died without taking its processes.
-  auto host = spawn({.program = "/bin/sleep", .argv = {"/bin/sleep", "60"}, .env = scrubbed_environment({})});
-  const std::string tag = std::to_string(host.pid) + ":" + std::to_string(probe::process_start_time(host.pid));
+  auto host = spawn(
+      {.program = "/bin/sleep", .argv = {"/bin/sleep", "60"}, .env = scrubbed_environment({})});
+  const std::string tag =
+      std::to_string(host.pid) + ":" + std::to_string(probe::process_start_time(host.pid));
   auto zygote_channels = worker::WorkerChannels::make();
-  auto zygote = spawn({.program = ISOHOST_TEST_PYTHON,
-                       .argv = {ISOHOST_TEST_PYTHON, "-s", "-u",
-                                worker::find_worker_runtime() + "/isohost_worker/__main__.py", "--fd",
-                                "3", "--env", "a", "--host", tag, "--path", ISOHOST_TEST_MODULES_DIR,
-                                "--zygote", "--preload", "isohost_test_funcs"},
-                       .env = scrubbed_environment({}),
-                       .fds = {{zygote_channels.worker_socket.get(), 3}},
-                       .death_signal = 0});
+  auto zygote =
+      spawn({.program = ISOHOST_TEST_PYTHON,
+             .argv = {ISOHOST_TEST_PYTHON, "-s", "-u",
+                      worker::find_worker_runtime() + "/isohost_worker/__main__.py", "--fd", "3",
+                      "--env", "a", "--host", tag, "--path", ISOHOST_TEST_MODULES_DIR, "--zygote",
+                      "--preload", "isohost_test_funcs"},
+             .env = scrubbed_environment({}),
+             .fds = {{zygote_channels.worker_socket.get(), 3}},
+             .death_signal = 0});
   zygote_channels.worker_socket.reset();
   const int zygote_socket = zygote_channels.host_socket.get();
   wire::FrameReader reader;
   const auto hello = wire::receive_frame(zygote_socket, reader);
   ASSERT_TRUE(hello && hello->body["zygote"] == true);
   auto child = worker::WorkerChannels::make();
-  const int passed[] = {child.worker_socket.get(), child.stdout_write.get(), child.stderr_write.get()};
-  wire::send_frame(zygote_socket, {{"op", "fork"}, {"id", 1}, {"env", "a"}, {"generation", 1}}, passed);
+  const int passed[] = {child.worker_socket.get(), child.stdout_write.get(),
+                        child.stderr_write.get()};
+  wire::send_frame(zygote_socket, {{"op", "fork"}, {"id", 1}, {"env", "a"}, {"generation", 1}},
+                   passed);
   const auto reply = wire::receive_frame(zygote_socket, reader);
   ASSERT_TRUE(reply && reply->body["ok"] == true) << (reply ? reply->body.dump() : "no reply");
   const pid_t forked = reply->body["value"]["pid"];
   auto forked_pidfd = open_pidfd(forked);
   wire::FrameReader child_reader;
-  ASSERT_TRUE(wire::receive_frame(child.host_socket.get(), child_reader)) << "the forked worker said hello";
+  ASSERT_TRUE(wire::receive_frame(child.host_socket.get(), child_reader))
+      << "the forked worker said hello";
 
   ::kill(host.pid, SIGKILL);
   reap(host.pidfd.get());
