@@ -12,11 +12,13 @@ struct BenchOptions {
   std::string python = "python3";
   // Repetitions for per-call figures; start figures use a tenth of it (at least 5).
   int rounds = 2000;
+  // bench pss: open a CUDA context in each worker after it starts (after the fork).
+  bool cuda = false;
 };
 
 // rtt.raw_socketpair, rtt.call (from a caller thread) and rtt.call_on_loop (from the loop).
 std::vector<Figure> bench_rtt(const BenchOptions& options);
-// start.fork (the limit), start.bare and start.torch.
+// start.fork (the limit), start.bare, start.torch, and start.torch_zygote (limit start.torch).
 std::vector<Figure> bench_start(const BenchOptions& options);
 // probe.16_processes (bare workers) and probe.16_processes_torch (each has imported torch).
 std::vector<Figure> bench_probe(const BenchOptions& options);
@@ -26,5 +28,8 @@ std::vector<Figure> bench_hibernate(const BenchOptions& options);
 // transfer.memcpy_64MiB (the limit), transfer.send_64MiB and transfer.recv_64MiB: a 64 MiB
 // float32 array to a worker and one back through the Python API (rounds / 100, at least 10).
 std::vector<Figure> bench_transfer(const BenchOptions& options);
+// pss.fresh and pss.zygote (limit: pss.fresh): the PSS each extra worker with torch imported
+// adds, fresh or forked from a zygote; "_cuda" names with BenchOptions::cuda.
+std::vector<Figure> bench_pss(const BenchOptions& options);
 
 }  // namespace isohost::bench

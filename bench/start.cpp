@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <thread>
 
 #include "pool/pool.hpp"
 
@@ -48,13 +50,45 @@ Figure cold_start(const std::string& name, const BenchOptions& options, const st
   return figure;
 }
 
+// Spawn to ready from a zygote that has preloaded torch: one pool whose zygote is up before the
+// clock starts; each sample reaps the worker, so the next call forks a new one and runs a call
+// that imports torch (already imported: the zygote did it).
+Figure zygote_start(const BenchOptions& options, int rounds, const Figure& limit) {
+  pool::Config config;
+  config.environments["bench"] = pool::EnvironmentConfig{
+      .name = "bench", .python = options.python, .preload = {"torch"}, .prestart = true};
+  pool::Pool pool(config, {.sweep_orphans = false});
+  const auto zygote_ready = [&pool] {
+    const auto status = pool.status().get();
+    return !status.zygotes.empty() && status.zygotes[0].state == "ready";
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!zygote_ready() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<double> samples;
+  for (int i = 0; i < rounds; ++i) {
+    const auto start = Clock::now();
+    pool.call("bench", "isohost_worker.stages:import_module", {"torch"}).get();
+    samples.push_back(elapsed<std::milli>(start));
+    if (pool.status().get().workers.at(0).origin != "zygote") {
+      throw std::runtime_error("start.torch_zygote: the worker was not forked from the zygote");
+    }
+    pool.submit({pool::Request::Kind::reap, "bench"}).get();
+  }
+  auto figure = summarize("start.torch_zygote", "ms", samples);
+  figure.limit = limit.median;
+  figure.limit_name = limit.name;
+  return figure;
+}
+
 }  // namespace
 
 std::vector<Figure> bench_start(const BenchOptions& options) {
   const int rounds = std::max(5, options.rounds / 100);
   auto fork = fork_exit_wait(200);
-  return {fork, cold_start("start.bare", options, "", rounds, fork),
-          cold_start("start.torch", options, "torch", rounds, fork)};
+  auto torch = cold_start("start.torch", options, "torch", rounds, fork);
+  return {fork, cold_start("start.bare", options, "", rounds, fork), torch,
+          zygote_start(options, rounds * 4, torch)};
 }
 
 }  // namespace isohost::bench

@@ -1,5 +1,6 @@
 """Start a worker: python -s -u .../isohost_worker/__main__.py --fd 3 --env NAME
-[--host PID:STARTTIME] [--path DIR]...  (or python -m isohost_worker with the same flags)."""
+[--host PID:STARTTIME] [--path DIR]...  (or python -m isohost_worker with the same flags).
+With --zygote --preload MOD,MOD the process is a zygote that forks workers (zygote.py)."""
 
 import os
 import sys
@@ -28,6 +29,8 @@ def main(argv=None):
     parser.add_argument("--host", default=None, help="PID:STARTTIME of the host; a tag only")
     parser.add_argument("--path", action="append", default=[],
                         help="put DIR at the front of sys.path (repeatable, in order)")
+    parser.add_argument("--zygote", action="store_true", help="preload, then fork workers on request")
+    parser.add_argument("--preload", default="", help="comma-separated modules a zygote imports")
     args = parser.parse_args(argv)
 
     sys.path[0:0] = args.path
@@ -42,7 +45,12 @@ def main(argv=None):
     except OSError as e:
         sys.stderr.write("isohost_worker: --fd %d is not a usable socket: %s\n" % (args.fd, e))
         return 2
-    Runtime(sock, args.env).serve()
+    env = args.env
+    if args.zygote:
+        from isohost_worker.zygote import Zygote
+        # Returns only in a forked child, which then runs as an ordinary worker.
+        sock, env = Zygote(sock, env, [m for m in args.preload.split(",") if m]).serve()
+    Runtime(sock, env).serve()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ RESULT = "result"
 INTERNAL = "internal"
 DECODE = "decode"  # pickled arguments that could not be unpickled, or buffers that do not match
 ENCODE = "encode"  # a result that could not be pickled
+FORK = "fork"  # a zygote could not or would not fork
 
 
 class Failure(Exception):

@@ -95,16 +95,7 @@ class Runtime:
             self._answer(*item)
 
     def _hello(self):
-        return {
-            "op": "hello",
-            "protocol": frames.VERSION,
-            "pid": os.getpid(),
-            "env": self._env,
-            "python": platform.python_version(),
-            "executable": sys.executable,
-            "torch": memory.torch_version(),
-            "capabilities": list(self._ops),
-        }
+        return hello_body(self._env, list(self._ops))
 
     def _ping(self, request):
         return {"pid": os.getpid()}
@@ -188,6 +179,20 @@ class Runtime:
             except Exception:
                 pass
         os._exit(code)
+
+
+def hello_body(env, capabilities):
+    """The `hello` frame's body; a zygote adds its own fields (zygote.py)."""
+    return {
+        "op": "hello",
+        "protocol": frames.VERSION,
+        "pid": os.getpid(),
+        "env": env,
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "torch": memory.torch_version(),
+        "capabilities": capabilities,
+    }
 
 
 def _unknown(request):

@@ -10,6 +10,7 @@ struct BenchCommandOptions {
   std::string python;
   int rounds = 2000;
   bool json = false;
+  bool cuda = false;
 };
 
 }  // namespace
@@ -17,17 +18,22 @@ struct BenchCommandOptions {
 void add_bench_command(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<BenchCommandOptions>();
   auto* sub = app.add_subcommand("bench", "Measure isohost beside the machine's physical limits");
-  sub->add_option("name", options->name, "rtt, start, probe, hibernate or transfer")
+  sub->add_option("name", options->name, "rtt, start, probe, pss, hibernate or transfer")
       ->required()
-      ->check(CLI::IsMember({"rtt", "start", "probe", "hibernate", "transfer"}));
+      ->check(CLI::IsMember({"rtt", "start", "probe", "pss", "hibernate", "transfer"}));
   sub->add_option("--python", options->python, "interpreter for the workers (default: a python3 that has torch)");
   sub->add_option("--rounds", options->rounds, "repetitions")->check(CLI::Range(10, 1000000));
   sub->add_flag("--json", options->json, "print a JSON array of figures");
+  sub->add_flag("--cuda", options->cuda,
+                "pss: open a CUDA context in each worker after it starts (needs a GPU)");
   commands.emplace_back(sub, [options] {
-    bench::BenchOptions bench_options{.python = options->python.empty() ? default_python() : options->python,
-                                      .rounds = options->rounds};
+    bench::BenchOptions bench_options{
+        .python = options->python.empty() ? default_python() : options->python,
+        .rounds = options->rounds,
+        .cuda = options->cuda};
     const auto figures = options->name == "rtt"         ? bench::bench_rtt(bench_options)
                          : options->name == "start"     ? bench::bench_start(bench_options)
+                         : options->name == "pss"       ? bench::bench_pss(bench_options)
                          : options->name == "hibernate" ? bench::bench_hibernate(bench_options)
                          : options->name == "transfer"  ? bench::bench_transfer(bench_options)
                                                         : bench::bench_probe(bench_options);

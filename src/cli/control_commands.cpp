@@ -38,6 +38,25 @@ std::string mib(const nlohmann::json& bytes) {
   return bytes.is_number() ? fmt::format("{:.0f}Mi", bytes.get<double>() / 1048576.0) : "?";
 }
 
+// One line per zygote, with the workers forked from it (their "origin" is "zygote").
+void print_zygotes(const nlohmann::json& ps) {
+  for (const auto& z : ps.value("zygotes", nlohmann::json::array())) {
+    std::string forked;
+    for (const auto& w : ps["workers"]) {
+      if (w.value("zygote_pid", nlohmann::json()) == z["pid"] && z["pid"] != -1) {
+        forked += (forked.empty() ? "" : ", ") + cell(w["pid"]);
+      }
+    }
+    std::string preload;
+    for (const auto& m : z["preload"]) preload += (preload.empty() ? "" : ",") + cell(m);
+    std::cout << fmt::format(
+        "zygote of '{}': pid {}, {}, preloaded {}, {} forks, PSS {}; workers from it: {}{}\n",
+        cell(z["env"]), cell(z["pid"]), cell(z["state"]), preload, cell(z["forks"]),
+        mb(z.value("pss", nlohmann::json())), forked.empty() ? "none" : forked,
+        z["refusal"].is_string() ? "; refused: " + cell(z["refusal"]) : "");
+  }
+}
+
 // RAM in MB, VRAM in MiB ("?" where it cannot be known), as the seed writes them.
 void print_ps_table(const nlohmann::json& ps) {
   const auto& host = ps["host"];
@@ -69,6 +88,7 @@ void print_ps_table(const nlohmann::json& ps) {
                              mib(field("fixed_vram")), mib(field("reclaimable_vram")), held);
   }
   if (ps["workers"].empty()) std::cout << "(no workers running)\n";
+  print_zygotes(ps);
 }
 
 }  // namespace

@@ -115,10 +115,38 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
   return host;
 }
 
+// `preload` names modules (the zygote gets them comma-joined); `prestart` needs a zygote.
+void parse_zygote_keys(const toml::table& table, EnvironmentConfig& env,
+                       const std::string& source) {
+  if (const auto* node = table.get("preload")) {
+    const auto* list = node->as_array();
+    if (list == nullptr)
+      throw config_error(source, node->source(), "'preload' must be a list of module names");
+    for (const auto& item : *list) {
+      auto name = string_value(item, "preload", source);
+      if (name.empty() || name.find_first_of(", \t") != std::string::npos) {
+        throw config_error(source, item.source(),
+                           "'preload' entry '" + name + "' is not a module name");
+      }
+      env.preload.push_back(std::move(name));
+    }
+  }
+  if (const auto* node = table.get("prestart")) {
+    const auto value = node->value_exact<bool>();
+    if (!value) throw config_error(source, node->source(), "'prestart' must be true or false");
+    if (*value && env.preload.empty()) {
+      throw config_error(source, node->source(),
+                         "'prestart' starts a zygote, which needs a non-empty 'preload'");
+    }
+    env.prestart = *value;
+  }
+}
+
 EnvironmentConfig parse_environment(const std::string& name, const toml::table& table,
                                     const std::string& source, const std::string& base_dir) {
-  reject_unknown_keys(table, {"python", "path", "cwd", "env", "call_timeout_seconds", "device",
-                             "hibernate"},
+  reject_unknown_keys(table,
+                      {"python", "path", "cwd", "env", "call_timeout_seconds", "device", "hibernate",
+                       "preload", "prestart"},
                       "env." + name, source);
   EnvironmentConfig env;
   env.name = name;
@@ -153,6 +181,7 @@ EnvironmentConfig parse_environment(const std::string& name, const toml::table& 
     if (!value) throw config_error(source, node->source(), "'hibernate' must be true or false");
     env.hibernate = *value;
   }
+  parse_zygote_keys(table, env, source);
   return env;
 }
 

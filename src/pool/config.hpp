@@ -64,6 +64,11 @@ struct EnvironmentConfig {
   std::optional<unsigned> device;
   // False: this environment's worker is never hibernated (by timer, request or admission).
   bool hibernate = true;
+  // Modules a zygote imports once; non-empty turns the zygote on, and workers are forked from
+  // it (docs/lifecycle.md#zygotes).
+  std::vector<std::string> preload;
+  // Start the zygote with the host rather than at the first need.
+  bool prestart = false;
 };
 
 struct Config {

@@ -87,6 +87,17 @@ void copy_value_fields(const nlohmann::json& from, nlohmann::json& to) {
   }
 }
 
+// A zygote never opens a CUDA context, so RAM is all there is to measure.
+void sample_zygotes(MemorySampler& sampler, std::vector<ZygoteStatus>& zygotes) {
+  std::vector<ProcessQuery> queries;
+  for (const auto& z : zygotes) queries.push_back({z.pid, false});
+  if (queries.empty()) return;
+  auto figures = sampler.sample(queries);
+  for (std::size_t i = 0; i < zygotes.size(); ++i) {
+    if (zygotes[i].pid > 0) zygotes[i].memory = figures[i];
+  }
+}
+
 }  // namespace
 
 nlohmann::json PoolStatus::to_json() const {
@@ -99,7 +110,10 @@ nlohmann::json PoolStatus::to_json() const {
                          {"idle_seconds", w.idle_seconds},
                          {"calls", w.calls},
                          {"python", w.hello.value("python", nlohmann::json())},
-                         {"torch", w.hello.value("torch", nlohmann::json())}};
+                         {"torch", w.hello.value("torch", nlohmann::json())},
+                         {"origin", w.origin},
+                         {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid)
+                                                         : nlohmann::json()}};
     add_memory(entry, w.memory);
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
@@ -122,6 +136,8 @@ nlohmann::json PoolStatus::to_json() const {
   nlohmann::json host{{"pid", host_pid}};
   add_memory(host, host_memory);
   nlohmann::json out{{"host", std::move(host)}, {"workers", std::move(workers_json)}};
+  out["zygotes"] = nlohmann::json::array();
+  for (const auto& z : zygotes) out["zygotes"].push_back(z.to_json());
   if (host_memory) {
     out["devices"] = devices_json(*this);
     if (devices.empty()) out["gpu"] = gpu_unavailable_reason;
@@ -149,6 +165,7 @@ Pool::Pool(Config config, PoolOptions options)
     const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
     options_.cuda_library = library != nullptr && *library != '\0' ? library : "libcuda.so.1";
   }
+  make_zygotes();
   arm_pressure_check();
   // Spawning happens on this thread, so it is the thread the workers' death signal watches:
   // it lives exactly as long as the pool.
@@ -223,11 +240,16 @@ PoolStatus Pool::status_on_loop() const {
                     .hello = w.hello(),
                     .pss_at_ready = slot.pss_at_ready,
                     .hibernation = slot.hibernation,
-                    .hibernate_allowed = slot.config.hibernate};
+                    .hibernate_allowed = slot.config.hibernate,
+                    .origin = slot.origin,
+                    .zygote_pid = slot.zygote_pid};
     if (w.state() == WorkerState::ready || w.state() == WorkerState::hibernated) {
       ws.idle_seconds = std::chrono::duration<double>(now - slot.idle_since).count();
     }
     status.workers.push_back(std::move(ws));
+  }
+  for (const auto& [name, slot] : slots_) {
+    if (slot.zygote) status.zygotes.push_back(slot.zygote->status());
   }
   return status;
 }
@@ -274,6 +296,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
     for (const auto& w : live_) queries.push_back({w->pid(), false});  // retiring ones are ours too
     status.devices = sampler_->devices_now(queries);
+    sample_zygotes(*sampler_, status.zygotes);
     status.gpu_unavailable_reason = sampler_->gpu_unavailable_reason();
     try {
       status.system_memory = probe::read_system_memory();
@@ -377,6 +400,7 @@ void Pool::pump(Slot& slot) {
     return;
   }
   if (!slot.worker) {
+    if (slot.forking) return;  // the fork's answer pumps again
     if (auto refusal = slot.backoff.refusal(Clock::now(), slot.config.name)) {
       fail_queue(slot, Error(ErrorKind::crash_loop, *refusal));
       return;
@@ -450,18 +474,35 @@ void Pool::dispatch(Slot& slot, Pending pending) {
 }
 
 void Pool::start_worker(Slot& slot) {
-  const unsigned generation = ++slot.generation;  // retired generations are never reused
-  worker::WorkerOptions options{.env_name = slot.config.name,
-                                .python = slot.config.python,
-                                .module_path = slot.config.path,
-                                .cwd = slot.config.cwd,
-                                .env = worker_environment(slot.config),
-                                .runtime_dir = options_.runtime_dir,
-                                .host_tag = host_tag_,
-                                .generation = generation,
-                                .start_timeout = config_.host.start_timeout};
-  auto weak = std::make_shared<std::weak_ptr<Worker>>();
-  Worker::Events events{
+  if (!slot.start_began) slot.start_began = Clock::now();
+  if (slot.zygote) {
+    switch (slot.zygote->prepare()) {
+      case Zygote::Readiness::fork:
+        fork_worker(slot);
+        return;
+      case Zygote::Readiness::wait:
+        return;  // the zygote's change pumps again
+      case Zygote::Readiness::unavailable:
+        break;
+    }
+  }
+  spawn_worker(slot, ++slot.generation);  // retired generations are never reused
+}
+
+worker::WorkerOptions Pool::worker_options(const Slot& slot, unsigned generation) const {
+  return worker::WorkerOptions{.env_name = slot.config.name,
+                               .python = slot.config.python,
+                               .module_path = slot.config.path,
+                               .cwd = slot.config.cwd,
+                               .env = worker_environment(slot.config),
+                               .runtime_dir = options_.runtime_dir,
+                               .host_tag = host_tag_,
+                               .generation = generation,
+                               .start_timeout = config_.host.start_timeout};
+}
+
+Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>>& weak) {
+  return Worker::Events{
       .on_ready =
           [this, &slot](const Error* error) {
             if (error != nullptr) {
@@ -485,18 +526,33 @@ void Pool::start_worker(Slot& slot) {
             if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
           },
   };
+}
+
+void Pool::spawn_worker(Slot& slot, unsigned generation) {
+  auto weak = std::make_shared<std::weak_ptr<Worker>>();
   try {
-    slot.worker = Worker::launch(io_, std::move(options), std::move(events));
+    slot.worker = Worker::launch(io_, worker_options(slot, generation), worker_events(slot, weak));
   } catch (const Error& e) {
+    slot.start_began.reset();
     slot.backoff.record_failure(Clock::now(), e.what());
     fail_queue(slot, e);
     return;
   }
+  track_started(slot, weak, "spawn");
+}
+
+void Pool::track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>>& weak,
+                         const char* origin) {
   *weak = slot.worker;
+  slot.start_began.reset();
   slot.calls = 0;
+  slot.origin = origin;
+  slot.zygote_pid = slot.origin == "zygote" ? slot.zygote->pid() : -1;
   live_.push_back(slot.worker);
-  spdlog::info("started worker '{}' (pid {}, generation {})", slot.config.name, slot.worker->pid(),
-               generation);
+  spdlog::info(
+      "started worker '{}' (pid {}, generation {}{})", slot.config.name, slot.worker->pid(),
+      slot.worker->generation(),
+      slot.zygote_pid > 0 ? fmt::format(", forked from zygote pid {}", slot.zygote_pid) : "");
 }
 
 void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
@@ -616,6 +672,7 @@ void Pool::request_shutdown() {
     for (auto& [name, slot] : slots_) {
       fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
       if (slot.worker) retire(slot, "host shutdown");
+      if (slot.zygote) slot.zygote->shutdown(config_.host.shutdown_grace);
     }
     finish_shutdown_if_done();
   });
@@ -623,6 +680,9 @@ void Pool::request_shutdown() {
 
 void Pool::finish_shutdown_if_done() {
   if (!live_.empty() || stopped_) return;
+  for (const auto& [name, slot] : slots_) {
+    if (slot.forking || (slot.zygote && slot.zygote->alive())) return;  // its end calls again
+  }
   stopped_ = true;
   for (auto& hook : stopped_hooks_) hook();
   stopped_hooks_.clear();

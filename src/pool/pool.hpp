@@ -39,6 +39,7 @@
 #include "pool/memory_sampler.hpp"
 #include "probe/meminfo.hpp"
 #include "wire/shared_fds.hpp"
+#include "pool/zygote.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -95,11 +96,16 @@ struct WorkerStatus {
   std::optional<Hibernation> hibernation;
   // [env.NAME] hibernate.
   bool hibernate_allowed = true;
+  // "zygote" when forked from its environment's zygote (zygote_pid), "spawn" when started fresh.
+  std::string origin = "spawn";
+  pid_t zygote_pid = -1;
 };
 
 struct PoolStatus {
   pid_t host_pid = -1;
   std::vector<WorkerStatus> workers;
+  // One per environment with `preload`.
+  std::vector<ZygoteStatus> zygotes;
   // With memory: the host process itself (it holds no CUDA context), the devices, the
   // machine's RAM, and the books made from them all (with the grants pending).
   std::optional<ProcessMemory> host_memory;
@@ -228,10 +234,27 @@ class Pool {
     std::optional<Hibernation> hibernation;
     // The idle timer tries once per idle spell, like the release.
     bool hibernated_since_call = false;
+    // Environments with `preload` only (zygote.hpp).
+    std::unique_ptr<Zygote> zygote;
+    // A fork request for this slot's next worker is in flight.
+    bool forking = false;
+    // When start_worker was first asked for the next worker (it may wait for the zygote).
+    std::optional<Clock::time_point> start_began;
+    std::string origin = "spawn";
+    pid_t zygote_pid = -1;
   };
 
   void pump(Slot& slot);
   void start_worker(Slot& slot);
+  // The two ways start_worker brings a worker up (pool_zygote.cpp for the fork).
+  void spawn_worker(Slot& slot, unsigned generation);
+  void fork_worker(Slot& slot);
+  [[nodiscard]] worker::WorkerOptions worker_options(const Slot& slot, unsigned generation) const;
+  worker::Worker::Events worker_events(Slot& slot,
+                                       const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak);
+  void track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<worker::Worker>>& weak,
+                     const char* origin);
+  void make_zygotes();
   void dispatch(Slot& slot, Pending pending);
   void retire(Slot& slot, const std::string& reason);
   void arm_idle_timers(Slot& slot);

@@ -1,7 +1,9 @@
 #include "proc/process_group.hpp"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <system_error>
@@ -28,7 +30,23 @@ std::optional<ExitStatus> wait_pidfd(int pidfd, int options) {
 }  // namespace
 
 void signal_group(pid_t leader, int signal) {
-  if (leader > 0) ::killpg(leader, signal);
+  if (leader > 0 && ::killpg(leader, signal) != 0 && errno == ESRCH) ::kill(leader, signal);
+}
+
+wire::UniqueFd open_pidfd(pid_t pid) {
+  wire::UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!fd) throw std::system_error(errno, std::generic_category(), "pidfd_open");
+  return fd;
+}
+
+bool is_child(int pidfd) {
+  siginfo_t info{};
+  int rc;
+  do {
+    rc = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info,
+                  WEXITED | WNOHANG | WNOWAIT);
+  } while (rc != 0 && errno == EINTR);
+  return rc == 0;
 }
 
 std::optional<ExitStatus> try_reap(int pidfd) { return wait_pidfd(pidfd, WNOHANG); }

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -51,6 +52,11 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
     argv.emplace_back("--path");
     argv.push_back(dir);
   }
+  if (!options.preload.empty()) {
+    std::string modules;
+    for (const auto& m : options.preload) modules += (modules.empty() ? "" : ",") + m;
+    argv.insert(argv.end(), {"--zygote", "--preload", modules});
+  }
   return argv;
 }
 
@@ -92,14 +98,7 @@ Worker::~Worker() {
 
 std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions options,
                                        Events events) {
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    throw Error(ErrorKind::spawn_failed, std::string("socketpair: ") + std::strerror(errno));
-  }
-  wire::UniqueFd host_end(pair[0]);
-  wire::UniqueFd worker_end(pair[1]);
-  auto [out_read, out_write] = make_pipe();
-  auto [err_read, err_write] = make_pipe();
+  auto channels = WorkerChannels::make();
   // A worker reads nothing from stdin; /dev/null keeps fd 0 from being reused by its first open.
   wire::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 
@@ -111,9 +110,9 @@ std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions optio
       .env = proc::scrubbed_environment(o.env),
       .cwd = o.cwd,
       .fds = {{dev_null.get(), 0},
-              {worker_end.get(), kWorkerSocketFd},
-              {out_write.get(), 1},
-              {err_write.get(), 2}},
+              {channels.worker_socket.get(), kWorkerSocketFd},
+              {channels.stdout_write.get(), 1},
+              {channels.stderr_write.get(), 2}},
   };
   proc::Child child;
   try {
@@ -124,8 +123,31 @@ std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions optio
   }
   self->pid_ = child.pid;
   self->spawned_at_ = Clock::now();
-  self->start(std::move(host_end), std::move(child.pidfd), std::move(out_read),
-              std::move(err_read));
+  self->start(std::move(channels.host_socket), std::move(child.pidfd),
+              std::move(channels.stdout_read), std::move(channels.stderr_read));
+  return self;
+}
+
+WorkerChannels WorkerChannels::make() {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    throw Error(ErrorKind::spawn_failed, std::string("socketpair: ") + std::strerror(errno));
+  }
+  WorkerChannels c;
+  c.host_socket = wire::UniqueFd(pair[0]);
+  c.worker_socket = wire::UniqueFd(pair[1]);
+  std::tie(c.stdout_read, c.stdout_write) = make_pipe();
+  std::tie(c.stderr_read, c.stderr_write) = make_pipe();
+  return c;
+}
+
+std::shared_ptr<Worker> Worker::adopt(asio::io_context& io, WorkerOptions options,
+                                      AdoptedProcess process, Events events) {
+  std::shared_ptr<Worker> self(new Worker(io, std::move(options), std::move(events)));
+  self->pid_ = process.pid;
+  self->spawned_at_ = process.start_began.value_or(Clock::now());
+  self->start(std::move(process.host_socket), std::move(process.pidfd),
+              std::move(process.stdout_read), std::move(process.stderr_read));
   return self;
 }
 

@@ -56,6 +56,34 @@ struct WorkerOptions {
   std::chrono::milliseconds start_timeout{60000};
   // How long a worker that closed its socket may take to exit before it is killed.
   std::chrono::milliseconds eof_grace{1000};
+  // Non-empty: the process is a zygote that imports these modules and forks workers on request
+  // (`--zygote --preload a,b`, docs/lifecycle.md#zygotes), not a worker.
+  std::vector<std::string> preload;
+};
+
+// The host's ends of a new worker's connection and output, and the ends the worker gets.
+struct WorkerChannels {
+  wire::UniqueFd host_socket;
+  wire::UniqueFd worker_socket;
+  wire::UniqueFd stdout_read;
+  wire::UniqueFd stdout_write;
+  wire::UniqueFd stderr_read;
+  wire::UniqueFd stderr_write;
+  // Throws Error(spawn_failed) when the socketpair or a pipe cannot be made.
+  static WorkerChannels make();
+};
+
+// A running process the host did not spawn itself but is the parent of (a zygote's fork), with
+// the host's ends of its channels: Worker::adopt watches it like a spawned one.
+struct AdoptedProcess {
+  pid_t pid = -1;
+  wire::UniqueFd pidfd;
+  wire::UniqueFd host_socket;
+  wire::UniqueFd stdout_read;
+  wire::UniqueFd stderr_read;
+  // When the host began to bring this worker up (waiting for its zygote included), reported as
+  // spawned_at(); the adoption time where unset.
+  std::optional<std::chrono::steady_clock::time_point> start_began;
 };
 
 enum class WorkerState {
@@ -105,6 +133,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
 
   // Spawns the worker. Throws Error(spawn_failed) when the interpreter cannot be started.
   static std::shared_ptr<Worker> launch(asio::io_context& io, WorkerOptions options, Events events);
+
+  // Takes over a process that already runs the worker runtime (forked by a zygote): from here
+  // on it is a worker like a spawned one, waiting for hello.
+  static std::shared_ptr<Worker> adopt(asio::io_context& io, WorkerOptions options,
+                                       AdoptedProcess process, Events events);
 
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -34,7 +34,7 @@ class Worker:
     """One worker process and the host's end of its connection."""
 
     def __init__(self, python=sys.executable, env_name="test", paths=(str(FIXTURES),),
-                 as_module=False, environ=None, expect_hello=True, fd=3):
+                 as_module=False, environ=None, expect_hello=True, fd=3, extra_args=()):
         """`fd` is the descriptor the worker gets, 3 as the real host gives it; None keeps
         whatever number the socket has here, passed with pass_fds."""
         self.sock, child = socket.socketpair()
@@ -48,6 +48,7 @@ class Worker:
             "--fd", str(worker_fd), "--env", env_name, "--host", host_tag()]
         for path in paths:
             self.argv += ["--path", path]
+        self.argv += list(extra_args)
         environment = dict(os.environ)
         environment.pop("PYTHONPATH", None)
         environment.pop("CUDA_MODULE_LOADING", None)

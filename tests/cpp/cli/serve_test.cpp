@@ -29,13 +29,15 @@ using ::testing::HasSubstr;
 class ServedHost {
  public:
   // In `dir` when given (to share a socket path between hosts), else in a fresh directory.
-  explicit ServedHost(const std::string& dir = "") {
+  // `env_extra`: more lines for [env.a] (a zygote's preload, say).
+  explicit ServedHost(const std::string& dir = "", const std::string& env_extra = "") {
     const std::string base = dir.empty() ? dir_.path : dir;
     config_ = base + "/isohost.toml";
     socket_ = base + "/control.sock";
     std::ofstream(config_) << "[host]\nshutdown_grace_seconds = 2\n"
                            << "[env.a]\npython = \"" << ISOHOST_TEST_PYTHON << "\"\npath = [\""
-                           << ISOHOST_TEST_MODULES_DIR << "\"]\n";
+                           << ISOHOST_TEST_MODULES_DIR << "\"]\n"
+                           << env_extra;
     child_ = proc::spawn({.program = ISOHOST_BINARY,
                           .argv = {ISOHOST_BINARY, "--log-level", "warn", "serve", "--config",
                                    config_, "--socket", socket_},
@@ -196,6 +198,36 @@ TEST(Serve, KillNineOfTheHostTakesABusyWorkerWithinASecond) {
   EXPECT_EQ(host.reap(), proc::ExitStatus::killed(SIGKILL));
   EXPECT_TRUE(eventually([&] { return !process_alive(pid); }, 1s)) << "worker outlived its host";
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 1500ms);
+  caller.join();
+}
+
+TEST(Serve, KillNineOfTheHostTakesTheZygoteAndItsBusyForkedWorkerAtOnce) {
+  ServedHost host("", "preload = [\"isohost_test_funcs\"]\n");
+  const auto pid =
+      host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:pid"}})["value"]
+          .get<pid_t>();
+  std::thread caller([&] {
+    try {
+      host.ask({{"op", "call"},
+                {"env", "a"},
+                {"target", "isohost_test_funcs:busy_loop"},
+                {"args", {60}}});
+    } catch (const std::exception&) {
+      // The host dies under this call: that is the point.
+    }
+  });
+  nlohmann::json ps;
+  ASSERT_TRUE(eventually([&] {
+    ps = host.ask({{"op", "ps"}})["value"];
+    return ps["workers"][0]["state"] == "busy";
+  }));
+  ASSERT_EQ(ps["workers"][0]["origin"], "zygote");
+  const auto zygote = ps["zygotes"][0]["pid"].get<pid_t>();
+  ASSERT_TRUE(process_alive(zygote));
+  ::kill(host.pid(), SIGKILL);
+  EXPECT_EQ(host.reap(), proc::ExitStatus::killed(SIGKILL));
+  EXPECT_TRUE(eventually([&] { return !process_alive(pid) && !process_alive(zygote); }, 1s))
+      << "a forked worker or the zygote outlived the host";
   caller.join();
 }
 

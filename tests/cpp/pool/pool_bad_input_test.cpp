@@ -19,7 +19,14 @@ using isohost::test_support::fixture_config;
 class PoolBadInput : public ::testing::Test {
  protected:
   // After each bad input, the healthy environment still answers.
-  void TearDown() override { EXPECT_EQ(pool_->call("healthy", "isohost_test_funcs:add", {1, 2}).get(), 3); }
+  void TearDown() override {
+    EXPECT_EQ(pool_->call("healthy", "isohost_test_funcs:add", {1, 2}).get(), 3);
+    for (const auto& w : pool_->status().get().workers) {
+      if (w.env == "healthy") {
+        EXPECT_EQ(w.origin, isohost::test_support::expected_origin());
+      }
+    }
+  }
 
   void make_pool(Config config) {
     config.environments["healthy"] = isohost::test_support::fixture_env("healthy");

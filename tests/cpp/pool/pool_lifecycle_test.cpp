@@ -22,7 +22,11 @@ using isohost::test_support::process_alive;
 
 WorkerStatus only_worker(Pool& pool, const std::string& env) {
   for (auto& w : pool.status().get().workers) {
-    if (w.env == env) return w;
+    if (w.env == env) {
+      // Run with ISOHOST_TEST_ORIGIN=zygote, every worker must really be a forked one.
+      EXPECT_EQ(w.origin, isohost::test_support::expected_origin());
+      return w;
+    }
   }
   ADD_FAILURE() << "no worker for " << env;
   return {};

@@ -15,11 +15,19 @@
 
 namespace isohost::test_support {
 
+bool forking_from_zygotes() {
+  const char* origin = ::getenv("ISOHOST_TEST_ORIGIN");
+  return origin != nullptr && std::string(origin) == "zygote";
+}
+
+const char* expected_origin() { return forking_from_zygotes() ? "zygote" : "spawn"; }
+
 pool::EnvironmentConfig fixture_env(const std::string& name) {
   pool::EnvironmentConfig env;
   env.name = name;
   env.python = ISOHOST_TEST_PYTHON;
   env.path = {ISOHOST_TEST_MODULES_DIR};
+  if (forking_from_zygotes()) env.preload = {"isohost_test_funcs"};
   return env;
 }
 

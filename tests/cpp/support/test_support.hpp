@@ -23,6 +23,13 @@ namespace isohost::test_support {
 // An environment running Debian's python3 with tests/python/fixtures_mod on its path.
 pool::EnvironmentConfig fixture_env(const std::string& name);
 
+// ISOHOST_TEST_ORIGIN=zygote: fixture_env gives every environment a zygote (preloading the
+// fixture module), so the same pool tests run for forked workers (tests/CMakeLists.txt runs
+// them both ways).
+bool forking_from_zygotes();
+// What WorkerStatus::origin must say for a fixture environment's worker: "zygote" or "spawn".
+const char* expected_origin();
+
 // A configuration with the named fixture environments and short timeouts.
 pool::Config fixture_config(const std::vector<std::string>& env_names);
 

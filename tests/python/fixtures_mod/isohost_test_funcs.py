@@ -205,3 +205,45 @@ def start_grandchild():
 
 
 _grandchildren = []
+
+
+def random_value():
+    """This process's next number from the random module (zygote children must differ)."""
+    import random
+    return random.random()
+
+
+def parent_pid():
+    return os.getppid()
+
+
+def session_id():
+    return os.getsid(0)
+
+
+def open_descriptors():
+    """Descriptors 0-1023 that are open in this process."""
+    found = []
+    for fd in range(1024):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        found.append(fd)
+    return found
+
+
+def glibc_tid_is_own():
+    """Whether glibc's record of this thread's tid (which pthread calls on the main thread use)
+    is this thread's real tid: a zygote's raw clone must leave no stale copy of the zygote's."""
+    from isohost_worker import zygote
+    address = zygote._tid_address()  # None when glibc's record does not match the real tid
+    return address is not None
+
+
+def death_signal():
+    """prctl(PR_GET_PDEATHSIG): the signal this process gets when its parent thread dies."""
+    import ctypes
+    value = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(value), 0, 0, 0)
+    return value.value

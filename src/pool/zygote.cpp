@@ -1,0 +1,212 @@
+#include "pool/zygote.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <system_error>
+
+#include "proc/process_group.hpp"
+
+namespace isohost::pool {
+
+using worker::Error;
+using worker::Outcome;
+using worker::Worker;
+using worker::WorkerState;
+
+nlohmann::json ZygoteStatus::to_json() const {
+  nlohmann::json out{{"env", env},
+                     {"pid", pid},
+                     {"state", state},
+                     {"preload", preload},
+                     {"forks", forks},
+                     {"starts", starts},
+                     {"refusal", refusal ? nlohmann::json(*refusal) : nlohmann::json()}};
+  if (memory && memory->ram) {
+    out["rss"] = memory->ram->rss;
+    out["pss"] = memory->ram->pss;
+    out["private"] = memory->ram->private_bytes();
+  }
+  return out;
+}
+
+Zygote::Zygote(asio::io_context& io, worker::WorkerOptions options, std::function<void()> on_change)
+    : io_(io), options_(std::move(options)), on_change_(std::move(on_change)), restart_timer_(io) {}
+
+Zygote::Readiness Zygote::prepare() {
+  if (refusal_ || stopping_) return Readiness::unavailable;
+  if (!process_ && !backoff_.refusal(Clock::now(), env())) start();
+  if (!process_) return Readiness::unavailable;
+  // Only a zygote's first start is worth waiting for: it does the imports the worker would.
+  // After a failure, workers start fresh until it is back.
+  const bool first = backoff_.consecutive_failures() == 0;
+  switch (process_->state()) {
+    case WorkerState::ready:
+      return Readiness::fork;
+    case WorkerState::busy:
+      return Readiness::wait;
+    case WorkerState::starting:
+      return first ? Readiness::wait : Readiness::unavailable;
+    default:
+      return Readiness::unavailable;
+  }
+}
+
+void Zygote::start() {
+  auto options = options_;
+  options.env_name = env() + "/zygote";
+  options.generation = ++starts_;
+  try {
+    process_ = Worker::launch(io_, std::move(options),
+                              {.on_ready = [this](const Error* error) { on_ready(error); },
+                               .on_exit = [this](const worker::ExitReport& r) { on_exit(r); }});
+  } catch (const Error& e) {
+    backoff_.record_failure(Clock::now(), e.what());
+    spdlog::warn("cannot start the zygote of '{}': {}; its workers start fresh", env(), e.what());
+    schedule_restart();
+    return;
+  }
+  spdlog::info("starting the zygote of '{}' (pid {}), preloading {}", env(), process_->pid(),
+               fmt::join(options_.preload, ","));
+}
+
+void Zygote::on_ready(const Error* error) {
+  if (error != nullptr) {
+    failed_start_ = true;
+    backoff_.record_failure(Clock::now(), error->what());
+    spdlog::warn("the zygote of '{}' failed to start: {}; its workers start fresh meanwhile", env(),
+                 error->what());
+  } else {
+    const auto seconds =
+        std::chrono::duration<double>(Clock::now() - process_->spawned_at()).count();
+    spdlog::info("the zygote of '{}' (pid {}) is ready: preloaded {} in {:.2f} s", env(),
+                 process_->pid(), fmt::join(options_.preload, ","), seconds);
+    const auto refusal = process_->hello().value("refusal", nlohmann::json());
+    if (refusal.is_string()) refuse(refusal.get<std::string>());
+  }
+  on_change_();
+}
+
+void Zygote::on_exit(const worker::ExitReport& report) {
+  const pid_t pid = process_ ? process_->pid() : -1;
+  process_ = nullptr;
+  if (!stopping_ && !refusal_) {
+    if (!failed_start_) {
+      backoff_.record_failure(Clock::now(), report.reason);
+      spdlog::warn(
+          "the zygote of '{}' (pid {}) ended: {}; running workers are unaffected, new "
+          "workers of '{}' start fresh until it is restarted (in {:g} s)",
+          env(), pid, report.status.describe(), env(),
+          std::chrono::duration<double>(backoff_.current_delay()).count());
+    }
+    schedule_restart();
+  }
+  failed_start_ = false;
+  on_change_();
+}
+
+void Zygote::schedule_restart() {
+  if (stopping_ || refusal_) return;
+  restart_timer_.expires_after(backoff_.current_delay());
+  restart_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec || process_ || stopping_ || refusal_) return;
+    start();
+  });
+}
+
+void Zygote::refuse(const std::string& reason) {
+  refusal_ = reason;
+  spdlog::warn("the zygote of '{}' refused to fork: {}; workers of '{}' start fresh from now on",
+               env(), reason, env());
+  restart_timer_.cancel();
+  // It is of no further use; its memory is better given back.
+  if (process_) process_->shutdown(std::chrono::seconds(1));
+}
+
+void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone done) {
+  worker::WorkerChannels channels;
+  try {
+    channels = worker::WorkerChannels::make();
+  } catch (const Error& e) {
+    done(std::nullopt, e.what());
+    return;
+  }
+  std::vector<wire::UniqueFd> passed;
+  passed.push_back(std::move(channels.worker_socket));
+  passed.push_back(std::move(channels.stdout_write));
+  passed.push_back(std::move(channels.stderr_write));
+  auto kept = std::make_shared<worker::AdoptedProcess>(
+      worker::AdoptedProcess{.host_socket = std::move(channels.host_socket),
+                             .stdout_read = std::move(channels.stdout_read),
+                             .stderr_read = std::move(channels.stderr_read)});
+  nlohmann::json request{{"op", "fork"},
+                         {"env", env_name},
+                         {"generation", generation},
+                         {"descriptors", {"socket", "stdout", "stderr"}}};
+  process_->request(
+      std::move(request), options_.start_timeout, "fork",
+      [this, kept, done = std::move(done)](Outcome outcome) {
+        if (!outcome.ok()) {
+          const auto& detail = outcome.error().detail();
+          if (detail.is_object() && detail.value("where", "") == "fork" &&
+              detail.value("type", "").ends_with("Refused")) {
+            refuse(detail.value("message", std::string("refused")));
+          }
+          done(std::nullopt, outcome.error().what());
+          return;
+        }
+        const auto pid = outcome.value().value("pid", -1);
+        try {
+          if (pid <= 0) throw std::runtime_error("the zygote answered without a pid");
+          kept->pidfd = proc::open_pidfd(pid);
+          // Never adopt what we cannot reap: the zygote must have made the host the parent.
+          if (!proc::is_child(kept->pidfd.get())) {
+            throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
+          }
+        } catch (const std::exception& e) {
+          done(std::nullopt, std::string("fork answer unusable: ") + e.what());
+          return;
+        }
+        kept->pid = pid;
+        ++forks_;
+        backoff_.record_success();
+        done(std::move(*kept), "");
+      },
+      std::move(passed));
+}
+
+void Zygote::shutdown(std::chrono::milliseconds grace) {
+  stopping_ = true;
+  restart_timer_.cancel();
+  if (process_) process_->shutdown(grace);
+}
+
+ZygoteStatus Zygote::status() const {
+  ZygoteStatus s{.env = env(),
+                 .pid = pid(),
+                 .preload = options_.preload,
+                 .forks = forks_,
+                 .starts = starts_,
+                 .refusal = refusal_};
+  if (!process_) {
+    s.state = refusal_ ? "refused" : "absent";
+  } else {
+    switch (process_->state()) {
+      case WorkerState::starting:
+        s.state = "starting";
+        break;
+      case WorkerState::ready:
+        s.state = "ready";
+        break;
+      case WorkerState::busy:
+        s.state = "forking";
+        break;
+      default:
+        s.state = refusal_ ? "refused" : "stopping";
+        break;
+    }
+  }
+  return s;
+}
+
+}  // namespace isohost::pool
