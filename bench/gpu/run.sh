@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Everything GPU-side in one run on the GPU machine: the footprint tables (lazy and eager, and
-# four workers with contexts), the GPU checks against nvidia-smi, and the benchmarks.
-# Expects the stripped binary and the worker runtime under .gpu/ (bench/gpu/prepare.sh makes
-# them) and writes everything under $OUT (or bench/results/gpu when run by hand).
+# Everything GPU-side in one run on the GPU machine, each part bounded so one that hangs cannot
+# take the others' results with it: the footprint, admission against nvidia-smi, the zygote's
+# figures, and the hibernation checks. Expects the stripped binary and the worker runtime under
+# .gpu/ (bench/gpu/prepare.sh makes them) and writes everything under $OUT (or
+# bench/results/gpu when run by hand). `bench/gpu/run.sh all` also runs the longer benchmarks
+# (bench rtt, bench start, bench hibernate).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-bench/results/gpu}
+out=$(realpath -m "${OUT:-bench/results/gpu}")
 mkdir -p "$out"
 bin=.gpu/isohost
 {
@@ -13,12 +15,15 @@ bin=.gpu/isohost
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
-  nproc; uname -r
+  nproc; uname -r; free -g | head -2
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-$bin footprint --module-loading both --json > "$out/footprint.json"
-$bin footprint --module-loading both --svg "$out/footprint.svg" | tee "$out/footprint.txt"
-$bin footprint --stages bare,torch,cuda --workers 4 | tee "$out/footprint-workers4.txt"
-python3 tests/gpu/check_footprint_gpu.py "$bin" "$out/footprint.json" | tee "$out/gpu-checks.txt"
-$bin bench rtt | tee "$out/bench-rtt.txt"
-$bin bench start --rounds 500 | tee "$out/bench-start.txt"
+timeout 60 $bin footprint | tee "$out/footprint.txt"
+timeout 200 python3 tests/gpu/check_admission_gpu.py "$bin" 2>&1 | tee "$out/admission-checks.txt"
+timeout 200 bench/gpu/zygote.sh "$bin" "$out"
+timeout 150 python3 tests/gpu/check_hibernate_gpu.py "$(realpath $bin)" 2>&1 | tee "$out/hibernate-checks.txt"
+if [ "${1:-}" = all ]; then
+  $bin bench rtt | tee "$out/bench-rtt.txt"
+  $bin bench start --rounds 500 | tee "$out/bench-start.txt"
+  bench/gpu/hibernate.sh "$bin" "$out"
+fi

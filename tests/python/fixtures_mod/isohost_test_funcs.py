@@ -247,3 +247,12 @@ def death_signal():
     value = ctypes.c_int(0)
     ctypes.CDLL(None, use_errno=True).prctl(2, ctypes.byref(value), 0, 0, 0)
     return value.value
+
+
+def cuda_reserve_and_allocate_mb(mb):
+    """Ask the host for `mb` MiB with reserve_vram; when granted, allocate and keep them."""
+    import isohost_worker
+    import torch
+    with isohost_worker.reserve_vram(mb * MIB) as reservation:
+        _cuda_tensors.append(torch.empty(mb * MIB, dtype=torch.uint8, device="cuda"))
+    return dict(reservation.figures, granted=reservation.granted, outcome=reservation.outcome)
