@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/isohost build/isohost
-cp -r build/python .gpu/python
+# The worker runtime only: the Python host extension is built for this machine's python3.
+mkdir -p .gpu/python && cp -r build/python/isohost_worker .gpu/python/
 ldd .gpu/isohost
