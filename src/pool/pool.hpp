@@ -209,6 +209,7 @@ class Pool {
     memory::AdmissionOutcome made_room = memory::AdmissionOutcome::grant;
     int rounds = 0;
     int settle_polls = 0;
+    bool reaped_last_round = false;
     bool said_waiting = false;
     std::vector<std::string> steps_done;
     // Workers whose hibernation was tried for this request and did not happen, with why: the

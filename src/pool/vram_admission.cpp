@@ -25,8 +25,9 @@ constexpr int kSettlePolls = 5;
 constexpr auto kSettlePoll = std::chrono::milliseconds(100);
 // A request waiting for busy workers is planned again this often.
 constexpr auto kWaitPoll = std::chrono::milliseconds(100);
-// Rounds of steps before a request that is still short is refused.
-constexpr int kMaxRounds = 3;
+// Rounds of steps (each of one kind: release, hibernate, reap) before a request that is still
+// short is refused.
+constexpr int kMaxRounds = 6;
 
 std::uint64_t to_mib(std::uint64_t bytes) { return bytes >> 20; }
 
@@ -102,7 +103,7 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
                                          .asked_at = job->asked_at};
   auto plan = memory::plan_admission(memory::build_ledger(snapshot, grants_.outstanding()), request);
   const bool needs_steps = plan.grants() && plan.outcome != memory::AdmissionOutcome::grant;
-  if (needs_steps && job->rounds > 0 && job->settle_polls < kSettlePolls) {
+  if (needs_steps && job->reaped_last_round && job->settle_polls < kSettlePolls) {
     ++job->settle_polls;
     admission_timer_.expires_after(kSettlePoll);
     admission_timer_.async_wait([this, job](const asio::error_code& ec) {
@@ -137,12 +138,19 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
 void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {
   ++job->rounds;
   job->settle_polls = 0;
-  job->made_room = std::max(job->made_room, plan.outcome);
-  spdlog::info("admission for '{}' makes room: {}", job->env, plan.explain());
+  // Only the cheapest kind of step in the plan is carried out before planning again: a release
+  // may give back more than the worker's report promised (its own caches), and then no
+  // hibernation or reap is needed at all.
+  const auto kind = std::min_element(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
+                      return a.kind < b.kind;
+                    })->kind;
+  job->reaped_last_round = kind == memory::StepKind::reap;
+  spdlog::info("admission for '{}' makes room ({} first): {}", job->env, memory::to_string(kind), plan.explain());
   // Releases and hibernations in flight.
   auto releases = std::make_shared<std::size_t>(0);
   std::vector<std::weak_ptr<Worker>> reaped;
   for (const auto& step : plan.steps) {
+    if (step.kind != kind) continue;
     auto it = slots_.find(step.worker_id);
     if (it == slots_.end()) continue;
     Slot& slot = it->second;
@@ -156,10 +164,12 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
       case memory::StepKind::release:
         ++*releases;
         job->steps_done.push_back("released '" + step.worker_id + "'");
+        job->made_room = std::max(job->made_room, memory::AdmissionOutcome::release_then_grant);
         release(slot, why, [releases] { --*releases; });
         break;
       case memory::StepKind::reap:
         job->steps_done.push_back("reaped '" + step.worker_id + "'");
+        job->made_room = std::max(job->made_room, memory::AdmissionOutcome::reap_then_grant);
         reaped.push_back(slot.worker);
         retire(slot, "reaped for " + why);
         break;
@@ -169,6 +179,7 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
           --*releases;
           if (outcome.ok() && outcome.value().value("hibernated", false)) {
             job->steps_done.push_back("hibernated '" + env + "'");
+            job->made_room = std::max(job->made_room, memory::AdmissionOutcome::hibernate_then_grant);
           } else {
             job->not_hibernated[env] =
                 outcome.ok() ? outcome.value().value("reason", std::string("not hibernated")) : outcome.error().what();

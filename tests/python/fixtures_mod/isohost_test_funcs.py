@@ -205,6 +205,7 @@ def start_grandchild():
 
 
 _grandchildren = []
+_reserved_tensors = []
 
 
 def random_value():
@@ -254,5 +255,6 @@ def cuda_reserve_and_allocate_mb(mb):
     import isohost_worker
     import torch
     with isohost_worker.reserve_vram(mb * MIB) as reservation:
-        _cuda_tensors.append(torch.empty(mb * MIB, dtype=torch.uint8, device="cuda"))
+        # Kept apart from _cuda_tensors, which a release drops: these are a loaded model's.
+        _reserved_tensors.append(torch.empty(mb * MIB, dtype=torch.uint8, device="cuda"))
     return dict(reservation.figures, granted=reservation.granted, outcome=reservation.outcome)
