@@ -188,7 +188,9 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
         break;
     }
   }
-  // Plan again once every release has answered and every reaped worker is gone.
+  // Plan again once every release and hibernation has answered (each always does: a release
+  // is bounded by the call timeout, a hibernation by the driver; 10 GiB takes some 5 s) and
+  // every reaped worker is gone, which its shutdown grace bounds.
   const auto deadline = Clock::now() + config_.host.shutdown_grace + std::chrono::seconds(2);
   auto poll = std::make_shared<std::function<void()>>();
   *poll = [this, job, releases, reaped = std::move(reaped), deadline, poll]() {
@@ -196,7 +198,7 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
       auto alive = w.lock();
       return !alive || alive->state() == WorkerState::dead;
     });
-    if ((*releases == 0 && gone) || Clock::now() > deadline || shutting_down_) {
+    if ((*releases == 0 && (gone || Clock::now() > deadline)) || shutting_down_) {
       plan_admission(job);
       return;
     }
