@@ -28,6 +28,9 @@ std::vector<Figure> bench_hibernate(const BenchOptions& options);
 // transfer.memcpy_64MiB (the limit), transfer.send_64MiB and transfer.recv_64MiB: a 64 MiB
 // float32 array to a worker and one back through the Python API (rounds / 100, at least 10).
 std::vector<Figure> bench_transfer(const BenchOptions& options);
+// admission.decision (the planner with 16 workers in the ledger) beside
+// admission.read_16_smaps, the /proc reads every snapshot of 16 workers costs at least.
+std::vector<Figure> bench_admission(const BenchOptions& options);
 // pss.fresh and pss.zygote (limit: pss.fresh): the PSS each extra worker with torch imported
 // adds, fresh or forked from a zygote; "_cuda" names with BenchOptions::cuda.
 std::vector<Figure> bench_pss(const BenchOptions& options);

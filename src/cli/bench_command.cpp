@@ -18,9 +18,9 @@ struct BenchCommandOptions {
 void add_bench_command(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<BenchCommandOptions>();
   auto* sub = app.add_subcommand("bench", "Measure isohost beside the machine's physical limits");
-  sub->add_option("name", options->name, "rtt, start, probe, pss, hibernate or transfer")
+  sub->add_option("name", options->name, "rtt, start, probe, pss, hibernate, transfer or admission")
       ->required()
-      ->check(CLI::IsMember({"rtt", "start", "probe", "pss", "hibernate", "transfer"}));
+      ->check(CLI::IsMember({"rtt", "start", "probe", "pss", "hibernate", "transfer", "admission"}));
   sub->add_option("--python", options->python, "interpreter for the workers (default: a python3 that has torch)");
   sub->add_option("--rounds", options->rounds, "repetitions")->check(CLI::Range(10, 1000000));
   sub->add_flag("--json", options->json, "print a JSON array of figures");
@@ -36,6 +36,7 @@ void add_bench_command(CLI::App& app, Commands& commands) {
                          : options->name == "pss"       ? bench::bench_pss(bench_options)
                          : options->name == "hibernate" ? bench::bench_hibernate(bench_options)
                          : options->name == "transfer"  ? bench::bench_transfer(bench_options)
+                         : options->name == "admission" ? bench::bench_admission(bench_options)
                                                         : bench::bench_probe(bench_options);
     bench::print_figures(figures, options->json);
     return 0;
