@@ -1,5 +1,6 @@
 """How a failed request is described to the host (`error` in a reply, docs/protocol.md)."""
 
+import sys
 import traceback
 
 ARGUMENTS = "arguments"
@@ -55,3 +56,12 @@ def describe(where, error, tb=None):
 def _text(s):
     # Lone surrogates (from os.fsdecode of odd file names, say) cannot be sent as UTF-8.
     return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def say(message, who="isohost_worker"):
+    """A line on stderr, which the host logs with the environment's name; never raises."""
+    try:
+        sys.stderr.write("%s: %s\n" % (who, message))
+        sys.stderr.flush()
+    except Exception:
+        pass

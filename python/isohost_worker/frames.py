@@ -148,3 +148,12 @@ def _close(fd):
         os.close(fd)
     except OSError:
         pass
+
+
+def close_all(fds):
+    """Close descriptors that nobody will use, ignoring ones already closed."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass

@@ -124,12 +124,12 @@ class Runtime:
         op = request.get("op")
         lane, handler = self._ops.get(op, (None, None)) if isinstance(op, str) else (None, None)
         if lane == CONTROL:
-            _close_all(frames.take_descriptors(request))
+            frames.close_all(frames.take_descriptors(request))
             handler(request)
             return
         request_id = request.get("id")
         if not isinstance(request_id, int) or isinstance(request_id, bool):
-            _close_all(frames.take_descriptors(request))
+            frames.close_all(frames.take_descriptors(request))
             # Nothing to answer with, and the host would wait for the reply forever.
             raise frames.ProtocolError("%r request without an integer id" % (op,))
         if lane is None:
@@ -147,12 +147,12 @@ class Runtime:
         except BaseException as e:
             reply = _error_reply(request_id, errors.describe(errors.INTERNAL, e, e.__traceback__))
         finally:
-            _close_all(frames.take_descriptors(request))
+            frames.close_all(frames.take_descriptors(request))
         data, fds = replies.encode(reply, request)
         try:
             self._send(data, fds)
         finally:
-            _close_all(fds)
+            frames.close_all(fds)
 
     def _send(self, data, fds=()):
         with self._send_lock:
@@ -164,7 +164,7 @@ class Runtime:
                 self._fail("cannot send to the host: %s" % e)
 
     def _fail(self, message):
-        _say(message)
+        errors.say(message)
         os._exit(3)
 
     def _exit(self, code):
@@ -200,19 +200,3 @@ def _unknown(request):
 
 
 _error_reply = replies.error_reply
-
-
-def _close_all(fds):
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _say(message):
-    try:
-        sys.stderr.write("isohost_worker: %s\n" % message)
-        sys.stderr.flush()
-    except Exception:
-        pass

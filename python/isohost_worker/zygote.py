@@ -32,6 +32,9 @@ import traceback
 
 from isohost_worker import errors, frames, runtime
 
+# How its lines on stderr start, apart from a worker's.
+_WHO = "isohost_worker zygote"
+
 # One frame carries exactly these, in this order.
 FORK_DESCRIPTORS = ("socket", "stdout", "stderr")
 WORKER_FD = 3
@@ -180,7 +183,7 @@ class Zygote:
             try:
                 importlib.import_module(name)
             except BaseException:
-                _say("cannot preload %r:\n%s" % (name, traceback.format_exc().rstrip()))
+                errors.say("cannot preload %r:\n%s" % (name, traceback.format_exc().rstrip()), _WHO)
                 os._exit(4)
         gc.collect()
         gc.freeze()
@@ -196,21 +199,21 @@ class Zygote:
             except (EOFError, ConnectionError):
                 os._exit(0)
             except frames.ProtocolError as e:
-                _say("protocol error from the host: %s" % e)
+                errors.say("protocol error from the host: %s" % e, _WHO)
                 os._exit(3)
             op = request.get("op")
             if op == "shutdown":
                 os._exit(0)
             request_id = request.get("id")
             if not isinstance(request_id, int) or isinstance(request_id, bool):
-                _say("%r request without an integer id" % (op,))
+                errors.say("%r request without an integer id" % (op,), _WHO)
                 os._exit(3)
             if op == "fork":
                 child = self._fork(request_id, request, fds)
                 if child is not None:
                     return child
             else:
-                _close_all(fds)
+                frames.close_all(fds)
                 if op == "ping":
                     self._reply(request_id, {"pid": os.getpid(), "forks": self._forks})
                 else:
@@ -223,26 +226,26 @@ class Zygote:
 
     def _fork(self, request_id, request, fds):
         if len(fds) != len(FORK_DESCRIPTORS):
-            _close_all(fds)
+            frames.close_all(fds)
             self._fail(request_id, errors.ARGUMENTS,
                        ValueError("fork needs %d descriptors (%s), got %d"
                                   % (len(FORK_DESCRIPTORS), ", ".join(FORK_DESCRIPTORS), len(fds))))
             return None
         refusal = self._refusal or cuda_refusal()
         if refusal:
-            _close_all(fds)
+            frames.close_all(fds)
             self._fail(request_id, errors.FORK, Refused(refusal))
             return None
         host = os.getppid()
         try:
             pid = clone_sibling()
         except OSError as e:
-            _close_all(fds)
+            frames.close_all(fds)
             self._fail(request_id, errors.FORK, e)
             return None
         if pid == 0:
             return self._become_worker(host, request, fds)
-        _close_all(fds)
+        frames.close_all(fds)
         self._forks += 1
         self._reply(request_id, {"pid": pid})
         return None
@@ -251,7 +254,7 @@ class Zygote:
         """In the child: tie its life to the host, take the passed descriptors, and hand
         back what the worker runtime needs."""
         if _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-            _say("prctl(PR_SET_PDEATHSIG) failed: %s" % os.strerror(ctypes.get_errno()))
+            errors.say("prctl(PR_SET_PDEATHSIG) failed: %s" % os.strerror(ctypes.get_errno()), _WHO)
             os._exit(5)
         if os.getppid() != host:  # the host died before the death signal was armed
             os._exit(0)
@@ -266,7 +269,7 @@ class Zygote:
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(sock_fd, WORKER_FD)
-        _close_all(fds)
+        frames.close_all(fds)
         reseed()
         sock = socket.socket(fileno=WORKER_FD)
         sock.set_inheritable(False)
@@ -278,19 +281,3 @@ class Zygote:
     def _fail(self, request_id, where, error):
         frames.send(self._sock, frames.encode({"op": "reply", "id": request_id, "ok": False,
                                                "error": errors.describe(where, error)}))
-
-
-def _close_all(fds):
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _say(message):
-    try:
-        sys.stderr.write("isohost_worker zygote: %s\n" % message)
-        sys.stderr.flush()
-    except Exception:
-        pass
