@@ -192,8 +192,11 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
   // is bounded by the call timeout, a hibernation by the driver; 10 GiB takes some 5 s) and
   // every reaped worker is gone, which its shutdown grace bounds.
   const auto deadline = Clock::now() + config_.host.shutdown_grace + std::chrono::seconds(2);
+  // The poll holds itself only weakly (a strong self-capture would be a cycle that never frees);
+  // the pending timer's handler keeps it alive between polls.
   auto poll = std::make_shared<std::function<void()>>();
-  *poll = [this, job, releases, reaped = std::move(reaped), deadline, poll]() {
+  *poll = [this, job, releases, reaped = std::move(reaped), deadline,
+           self = std::weak_ptr<std::function<void()>>(poll)]() {
     const bool gone = std::all_of(reaped.begin(), reaped.end(), [](const std::weak_ptr<Worker>& w) {
       auto alive = w.lock();
       return !alive || alive->state() == WorkerState::dead;
@@ -203,8 +206,8 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
       return;
     }
     admission_timer_.expires_after(std::chrono::milliseconds(10));
-    admission_timer_.async_wait([poll](const asio::error_code& ec) {
-      if (!ec) (*poll)();
+    admission_timer_.async_wait([poll = self.lock()](const asio::error_code& ec) {
+      if (!ec && poll) (*poll)();
     });
   };
   (*poll)();
