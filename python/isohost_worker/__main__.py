@@ -1,4 +1,4 @@
-"""Start a worker: python -s -u .../isohost_worker/__main__.py --fd 3 --env NAME
+"""Start a worker: python -s -u .../isohost_worker/__main__.py --fd 3 --side-fd 4 --env NAME
 [--host PID:STARTTIME] [--path DIR]...  (or python -m isohost_worker with the same flags).
 With --zygote --preload MOD,MOD the process is a zygote that forks workers (zygote.py)."""
 
@@ -24,7 +24,8 @@ from isohost_worker.runtime import Runtime  # noqa: E402
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="isohost_worker", allow_abbrev=False)
-    parser.add_argument("--fd", type=int, default=3, help="the protocol socket, inherited")
+    parser.add_argument("--fd", type=int, default=3, help="the main lane's socket, inherited")
+    parser.add_argument("--side-fd", type=int, default=4, help="the side lane's socket, inherited")
     parser.add_argument("--env", required=True, help="the environment's name")
     parser.add_argument("--host", default=None, help="PID:STARTTIME of the host; a tag only")
     parser.add_argument("--path", action="append", default=[],
@@ -38,19 +39,23 @@ def main(argv=None):
         # Without -u (python -m), still hand the host whole lines as soon as they exist.
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
-    try:
-        sock = socket.socket(fileno=args.fd)
-        # Programs the user's code starts must not hold the host's connection open.
-        sock.set_inheritable(False)
-    except OSError as e:
-        sys.stderr.write("isohost_worker: --fd %d is not a usable socket: %s\n" % (args.fd, e))
-        return 2
+    sockets = []
+    for flag, fd in (("--fd", args.fd), ("--side-fd", args.side_fd)):
+        try:
+            sock = socket.socket(fileno=fd)
+            # Programs the user's code starts must not hold the host's connection open.
+            sock.set_inheritable(False)
+        except OSError as e:
+            sys.stderr.write("isohost_worker: %s %d is not a usable socket: %s\n" % (flag, fd, e))
+            return 2
+        sockets.append(sock)
+    sock, side = sockets
     env = args.env
     if args.zygote:
         from isohost_worker.zygote import Zygote
         # Returns only in a forked child, which then runs as an ordinary worker.
-        sock, env = Zygote(sock, env, [m for m in args.preload.split(",") if m]).serve()
-    Runtime(sock, env).serve()
+        sock, side, env = Zygote(sock, side, env, [m for m in args.preload.split(",") if m]).serve()
+    Runtime(sock, side, env).serve()
 
 
 if __name__ == "__main__":

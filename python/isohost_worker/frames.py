@@ -12,7 +12,7 @@ import socket
 import struct
 
 MAGIC = b"ISOH"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("<4sHHII")  # magic, version, flags, json_length, buffer_count
 MAX_JSON = 64 * 1024 * 1024
 MAX_BUFFERS = 64

@@ -16,7 +16,7 @@ _report_hook = None
 
 # The report taken as the host began to hibernate this process, or None while awake. Once the
 # host has locked the process in the driver, every CUDA call here blocks until it is restored,
-# and the reader thread that answers `memory` must not block: it answers from this copy.
+# and the side-lane thread that answers `memory` must not block: it answers from this copy.
 _frozen_report = None
 
 
@@ -153,7 +153,7 @@ def _reserved():
 
 def _initialised_cuda():
     """torch.cuda when torch is imported and has initialised CUDA, else None."""
-    # The reader thread may ask while the main thread is half-way through `import torch`,
+    # The side-lane thread may ask while the main thread is half-way through `import torch`,
     # so any attribute may still be missing.
     cuda = getattr(sys.modules.get("torch"), "cuda", None)
     try:

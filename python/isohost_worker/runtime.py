@@ -1,9 +1,10 @@
-"""The worker's two lanes over one connection to the host (docs/protocol.md).
+"""The worker's two lanes, each on its own socket to the host (docs/protocol.md).
 
-A reader thread reads every frame. Side-lane ops are answered on that thread at once, so
-the host can ping a worker, or ask what it holds, while a call runs. Main-lane ops go to
-the main thread, one at a time, because user code expects to run there (signal handlers,
-CUDA's current device, libraries that check the thread).
+The main thread reads the main socket and runs its ops (call, release) one at a time, because
+user code expects to run there (signal handlers, CUDA's current device, libraries that check the
+thread); reading it itself, it wakes straight into a call, with no hand-off between threads. A
+reader thread reads the side socket and answers its ops at once, so the host can ping a worker,
+or ask what it holds, while a call runs; answers to the worker's own requests arrive there too.
 
 Exit codes: 0 after `shutdown` or when the host closes the connection, 3 when the host
 breaks the protocol or the connection fails in a way the runtime cannot answer.
@@ -12,7 +13,6 @@ breaks the protocol or the connection fails in a way the runtime cannot answer.
 import itertools
 import os
 import platform
-import queue
 import sys
 import threading
 import traceback
@@ -21,9 +21,6 @@ from isohost_worker import calls, errors, frames, memory, replies
 
 MAIN = "main"
 SIDE = "side"
-CONTROL = "control"  # no id, no reply
-
-_SHUTDOWN = object()
 
 # The runtime serving this process, for the worker requests code running in a call makes of
 # the host (vram.reserve_vram); None outside a worker.
@@ -31,12 +28,15 @@ current = None
 
 
 class Runtime:
-    def __init__(self, sock, env):
+    def __init__(self, sock, side, env):
         self._sock = sock
+        self._side = side
         self._env = env
-        self._send_lock = threading.Lock()
-        self._main_lane = queue.Queue()
-        # Each op names its lane and handler; `hello` advertises exactly these, in this order.
+        # Main-lane replies come from the main thread only; side-lane replies and worker
+        # requests from any thread.
+        self._side_lock = threading.Lock()
+        # Each op names its lane (the socket it arrives on) and handler; `hello` advertises
+        # exactly these, in this order.
         self._ops = {
             "call": (MAIN, calls.call),
             "ping": (SIDE, self._ping),
@@ -44,8 +44,8 @@ class Runtime:
             "release": (MAIN, lambda request: memory.release()),
             "hibernating": (SIDE, memory.hibernating),
             "woken": (SIDE, memory.woken),
-            "shutdown": (CONTROL, self._shutdown),
-            "answer": (CONTROL, self._answered),
+            "shutdown": (MAIN, None),
+            "answer": (SIDE, self._answered),
         }
         # Worker requests in flight: id -> [threading.Event, answer]. Their ids are the
         # worker's own, apart from the host's request ids.
@@ -59,7 +59,7 @@ class Runtime:
         waiter = [threading.Event(), None]
         with self._asked_lock:
             self._asked[request_id] = waiter
-        self._send(frames.encode(dict(message, id=request_id)))
+        self._send_side(frames.encode(dict(message, id=request_id)))
         waiter[0].wait()
         answer = waiter[1]
         if not answer.get("ok"):
@@ -69,7 +69,7 @@ class Runtime:
 
     def tell(self, message):
         """Send a worker request that has no answer (any thread)."""
-        self._send(frames.encode(message))
+        self._send_side(frames.encode(message))
 
     def _answered(self, answer):
         with self._asked_lock:
@@ -85,14 +85,15 @@ class Runtime:
         current = self
         # A fork of this process (multiprocessing's default on Linux, a plain os.fork) must
         # neither write on the host's connection nor keep it open after this worker dies.
-        os.register_at_fork(after_in_child=self._sock.close)
-        self._send(frames.encode(self._hello()))
-        threading.Thread(target=self._read_loop, name="isohost-reader", daemon=True).start()
-        while True:
-            item = self._main_lane.get()
-            if item is _SHUTDOWN:
-                self._exit(0)
-            self._answer(*item)
+        os.register_at_fork(after_in_child=self._close_sockets)
+        self._send_main(frames.encode(self._hello()))
+        threading.Thread(target=self._serve, args=(self._side, SIDE, self._send_side),
+                         name="isohost-side-lane", daemon=True).start()
+        self._serve(self._sock, MAIN, self._send_main)
+
+    def _close_sockets(self):
+        self._sock.close()
+        self._side.close()
 
     def _hello(self):
         return hello_body(self._env, list(self._ops))
@@ -100,30 +101,34 @@ class Runtime:
     def _ping(self, request):
         return {"pid": os.getpid()}
 
-    def _shutdown(self, request):
-        # Queued behind the op in flight, so that op finishes and is answered first.
-        self._main_lane.put(_SHUTDOWN)
-
-    def _read_loop(self):
-        reader = frames.Reader(self._sock)
+    def _serve(self, sock, lane, send):
+        """Read `sock` and answer every op of `lane` in turn, on the calling thread."""
+        reader = frames.Reader(sock)
         try:
             while True:
                 request, fds = reader.read()
                 if fds:  # a pickled call's buffers; closed by whoever answers it
                     request[frames.DESCRIPTORS] = fds
-                self._dispatch(request)
+                self._dispatch(request, lane, send)
         except (EOFError, ConnectionError):
             # The host is gone; finishing the call in flight would only outlive it.
             os._exit(0)
         except frames.ProtocolError as e:
             self._fail("protocol error from the host: %s" % e)
         except BaseException:
-            self._fail("reader failed:\n%s" % traceback.format_exc().rstrip())
+            self._fail("the %s lane failed:\n%s" % (lane, traceback.format_exc().rstrip()))
 
-    def _dispatch(self, request):
+    def _dispatch(self, request, lane, send):
         op = request.get("op")
-        lane, handler = self._ops.get(op, (None, None)) if isinstance(op, str) else (None, None)
-        if lane == CONTROL:
+        op_lane, handler = self._ops.get(op, (None, None)) if isinstance(op, str) else (None, None)
+        if op_lane not in (None, lane):
+            frames.close_all(frames.take_descriptors(request))
+            raise frames.ProtocolError("%r arrived on the %s socket; it belongs on the %s one"
+                                       % (op, lane, op_lane))
+        if op == "shutdown":  # no id, no reply
+            frames.close_all(frames.take_descriptors(request))
+            self._exit(0)  # the main thread reads it only once the op before it was answered
+        if op == "answer":  # no id of the host's, no reply
             frames.close_all(frames.take_descriptors(request))
             handler(request)
             return
@@ -132,14 +137,9 @@ class Runtime:
             frames.close_all(frames.take_descriptors(request))
             # Nothing to answer with, and the host would wait for the reply forever.
             raise frames.ProtocolError("%r request without an integer id" % (op,))
-        if lane is None:
-            self._answer(request_id, _unknown, request)
-        elif lane == SIDE:
-            self._answer(request_id, handler, request)
-        else:
-            self._main_lane.put((request_id, handler, request))
+        self._answer(request_id, handler or _unknown, request, send)
 
-    def _answer(self, request_id, handler, request):
+    def _answer(self, request_id, handler, request, send):
         try:
             reply = {"op": "reply", "id": request_id, "ok": True, "value": handler(request)}
         except errors.Failure as f:
@@ -150,18 +150,24 @@ class Runtime:
             frames.close_all(frames.take_descriptors(request))
         data, fds = replies.encode(reply, request)
         try:
-            self._send(data, fds)
+            send(data, fds)
         finally:
             frames.close_all(fds)
 
-    def _send(self, data, fds=()):
-        with self._send_lock:
-            try:
-                frames.send(self._sock, data, fds)
-            except ConnectionError:
-                os._exit(0)  # the host is gone
-            except OSError as e:
-                self._fail("cannot send to the host: %s" % e)
+    def _send_main(self, data, fds=()):
+        self._send(self._sock, data, fds)
+
+    def _send_side(self, data, fds=()):
+        with self._side_lock:
+            self._send(self._side, data, fds)
+
+    def _send(self, sock, data, fds):
+        try:
+            frames.send(sock, data, fds)
+        except ConnectionError:
+            os._exit(0)  # the host is gone
+        except OSError as e:
+            self._fail("cannot send to the host: %s" % e)
 
     def _fail(self, message):
         errors.say(message)
@@ -172,7 +178,7 @@ class Runtime:
         # interpreter teardown, must not keep a worker alive that the host has let go.
         # Let a side-lane reply being sent finish, so the host never reads half a frame; but
         # a host that stopped reading must not keep this process alive either.
-        self._send_lock.acquire(timeout=1.0)
+        self._side_lock.acquire(timeout=1.0)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -5,8 +5,8 @@ the list (never touching CUDA), calls gc.freeze() so that the collector does not
 imported objects' pages in every child, says hello, and then answers, one at a time on its
 only thread:
 
-    fork      three descriptors attached (the new worker's socket end, its stdout and its
-              stderr pipe ends); replies {"pid": N} once the child exists
+    fork      four descriptors attached (the new worker's main and side socket ends, its
+              stdout and its stderr pipe ends); replies {"pid": N} once the child exists
     ping      {"pid": N}
     shutdown  exit 0 (end-of-file does the same)
 
@@ -20,6 +20,7 @@ preload module cannot be imported.
 """
 
 import ctypes
+import fcntl
 import gc
 import importlib
 import os
@@ -36,8 +37,9 @@ from isohost_worker import errors, frames, runtime
 _WHO = "isohost_worker zygote"
 
 # One frame carries exactly these, in this order.
-FORK_DESCRIPTORS = ("socket", "stdout", "stderr")
+FORK_DESCRIPTORS = ("socket", "side", "stdout", "stderr")
 WORKER_FD = 3
+WORKER_SIDE_FD = 4
 
 _CLONE_PARENT = 0x00008000
 _CLONE_CHILD_SETTID = 0x01000000
@@ -169,15 +171,17 @@ def reseed():
 
 
 class Zygote:
-    def __init__(self, sock, env, preload):
+    def __init__(self, sock, side, env, preload):
         self._sock = sock
+        # Held open, never read: the host asks a zygote nothing on the side lane.
+        self._side = side
         self._env = env
         self._preload = preload
         self._refusal = None
         self._forks = 0
 
     def serve(self):
-        """Preload, say hello, serve fork requests. Returns (sock, env) in a forked child,
+        """Preload, say hello, serve fork requests. Returns (sock, side, env) in a forked child,
         which then runs the normal worker runtime; exits the process otherwise."""
         for name in self._preload:
             try:
@@ -259,8 +263,15 @@ class Zygote:
         if os.getppid() != host:  # the host died before the death signal was armed
             os._exit(0)
         os.setsid()
-        self._sock.detach()  # fd 3 is about to become the worker's own socket
-        sock_fd, out_fd, err_fd = fds
+        # fds 3 and 4 are about to become the worker's own sockets
+        self._sock.detach()
+        self._side.detach()
+        # Lift them above the numbers they go to first, so that no dup2 below overwrites one
+        # still to be placed (a zygote started without 0 to 2 receives them there).
+        lifted = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, WORKER_SIDE_FD + 1) for fd in fds]
+        frames.close_all(fds)
+        fds = lifted
+        sock_fd, side_fd, out_fd, err_fd = fds
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -269,11 +280,15 @@ class Zygote:
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.dup2(sock_fd, WORKER_FD)
+        os.dup2(side_fd, WORKER_SIDE_FD)
         frames.close_all(fds)
         reseed()
-        sock = socket.socket(fileno=WORKER_FD)
-        sock.set_inheritable(False)
-        return sock, request.get("env") or self._env
+        sockets = []
+        for fd in (WORKER_FD, WORKER_SIDE_FD):
+            sock = socket.socket(fileno=fd)
+            sock.set_inheritable(False)
+            sockets.append(sock)
+        return sockets[0], sockets[1], request.get("env") or self._env
 
     def _reply(self, request_id, value):
         frames.send(self._sock, frames.encode({"op": "reply", "id": request_id, "ok": True, "value": value}))

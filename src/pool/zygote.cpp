@@ -133,16 +133,18 @@ void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone don
   }
   std::vector<wire::UniqueFd> passed;
   passed.push_back(std::move(channels.worker_socket));
+  passed.push_back(std::move(channels.worker_side_socket));
   passed.push_back(std::move(channels.stdout_write));
   passed.push_back(std::move(channels.stderr_write));
   auto kept = std::make_shared<worker::AdoptedProcess>(
       worker::AdoptedProcess{.host_socket = std::move(channels.host_socket),
+                             .host_side_socket = std::move(channels.host_side_socket),
                              .stdout_read = std::move(channels.stdout_read),
                              .stderr_read = std::move(channels.stderr_read)});
   nlohmann::json request{{"op", "fork"},
                          {"env", env_name},
                          {"generation", generation},
-                         {"descriptors", {"socket", "stdout", "stderr"}}};
+                         {"descriptors", {"socket", "side", "stdout", "stderr"}}};
   process_->request(
       std::move(request), options_.start_timeout, "fork",
       [this, kept, done = std::move(done)](Outcome outcome) {

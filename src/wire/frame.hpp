@@ -26,7 +26,7 @@
 namespace isohost::wire {
 
 inline constexpr std::array<std::uint8_t, 4> kMagic{'I', 'S', 'O', 'H'};
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 16;
 inline constexpr std::uint32_t kMaxJsonLength = 64u << 20;
 inline constexpr std::uint32_t kMaxBuffers = 64;

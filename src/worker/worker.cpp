@@ -18,8 +18,17 @@
 namespace isohost::worker {
 namespace {
 
-// The worker's descriptor for the protocol socket, as docs/protocol.md fixes it.
+// The worker's descriptors for the main and side lanes' sockets, as docs/protocol.md fixes them.
 constexpr int kWorkerSocketFd = 3;
+constexpr int kWorkerSideSocketFd = 4;
+
+std::pair<wire::UniqueFd, wire::UniqueFd> make_socketpair() {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    throw Error(ErrorKind::spawn_failed, std::string("socketpair: ") + std::strerror(errno));
+  }
+  return {wire::UniqueFd(pair[0]), wire::UniqueFd(pair[1])};
+}
 
 std::pair<wire::UniqueFd, wire::UniqueFd> make_pipe() {
   int fds[2];
@@ -38,16 +47,12 @@ ErrorKind kind_for_where(const std::string& where) {
 }
 
 std::vector<std::string> worker_argv(const WorkerOptions& options) {
-  std::vector<std::string> argv{options.python,
-                                "-s",
-                                "-u",
-                                options.runtime_dir + "/isohost_worker/__main__.py",
-                                "--fd",
-                                std::to_string(kWorkerSocketFd),
-                                "--env",
-                                options.env_name,
-                                "--host",
-                                options.host_tag};
+  std::vector<std::string> argv{options.python, "-s",
+                                "-u",           options.runtime_dir + "/isohost_worker/__main__.py",
+                                "--fd",         std::to_string(kWorkerSocketFd),
+                                "--side-fd",    std::to_string(kWorkerSideSocketFd),
+                                "--env",        options.env_name,
+                                "--host",       options.host_tag};
   for (const auto& dir : options.module_path) {
     argv.emplace_back("--path");
     argv.push_back(dir);
@@ -61,21 +66,30 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
 }
 
 bool is_hibernation_state(WorkerState state) {
-  return state == WorkerState::hibernating || state == WorkerState::hibernated || state == WorkerState::waking;
+  return state == WorkerState::hibernating || state == WorkerState::hibernated ||
+         state == WorkerState::waking;
 }
 
 }  // namespace
 
 const char* worker_state_name(WorkerState state) {
   switch (state) {
-    case WorkerState::starting: return "starting";
-    case WorkerState::ready: return "ready";
-    case WorkerState::busy: return "busy";
-    case WorkerState::stopping: return "stopping";
-    case WorkerState::dead: return "dead";
-    case WorkerState::hibernating: return "hibernating";
-    case WorkerState::hibernated: return "hibernated";
-    case WorkerState::waking: return "waking";
+    case WorkerState::starting:
+      return "starting";
+    case WorkerState::ready:
+      return "ready";
+    case WorkerState::busy:
+      return "busy";
+    case WorkerState::stopping:
+      return "stopping";
+    case WorkerState::dead:
+      return "dead";
+    case WorkerState::hibernating:
+      return "hibernating";
+    case WorkerState::hibernated:
+      return "hibernated";
+    case WorkerState::waking:
+      return "waking";
   }
   return "unknown";
 }
@@ -84,7 +98,8 @@ Worker::Worker(asio::io_context& io, WorkerOptions options, Events events)
     : io_(io),
       options_(std::move(options)),
       events_(std::move(events)),
-      socket_(io),
+      main_(io, "main"),
+      side_(io, "side"),
       pidfd_(io),
       start_timer_(io),
       call_timer_(io),
@@ -96,8 +111,7 @@ Worker::~Worker() {
   if (pid_ > 0 && state_ != WorkerState::dead) proc::signal_group(pid_, SIGKILL);
 }
 
-std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions options,
-                                       Events events) {
+std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions options, Events events) {
   auto channels = WorkerChannels::make();
   // A worker reads nothing from stdin; /dev/null keeps fd 0 from being reused by its first open.
   wire::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -111,6 +125,7 @@ std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions optio
       .cwd = o.cwd,
       .fds = {{dev_null.get(), 0},
               {channels.worker_socket.get(), kWorkerSocketFd},
+              {channels.worker_side_socket.get(), kWorkerSideSocketFd},
               {channels.stdout_write.get(), 1},
               {channels.stderr_write.get(), 2}},
   };
@@ -123,19 +138,16 @@ std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions optio
   }
   self->pid_ = child.pid;
   self->spawned_at_ = Clock::now();
-  self->start(std::move(channels.host_socket), std::move(child.pidfd),
-              std::move(channels.stdout_read), std::move(channels.stderr_read));
+  self->start(std::move(channels.host_socket), std::move(channels.host_side_socket),
+              std::move(child.pidfd), std::move(channels.stdout_read),
+              std::move(channels.stderr_read));
   return self;
 }
 
 WorkerChannels WorkerChannels::make() {
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    throw Error(ErrorKind::spawn_failed, std::string("socketpair: ") + std::strerror(errno));
-  }
   WorkerChannels c;
-  c.host_socket = wire::UniqueFd(pair[0]);
-  c.worker_socket = wire::UniqueFd(pair[1]);
+  std::tie(c.host_socket, c.worker_socket) = make_socketpair();
+  std::tie(c.host_side_socket, c.worker_side_socket) = make_socketpair();
   std::tie(c.stdout_read, c.stdout_write) = make_pipe();
   std::tie(c.stderr_read, c.stderr_write) = make_pipe();
   return c;
@@ -146,15 +158,18 @@ std::shared_ptr<Worker> Worker::adopt(asio::io_context& io, WorkerOptions option
   std::shared_ptr<Worker> self(new Worker(io, std::move(options), std::move(events)));
   self->pid_ = process.pid;
   self->spawned_at_ = process.start_began.value_or(Clock::now());
-  self->start(std::move(process.host_socket), std::move(process.pidfd),
-              std::move(process.stdout_read), std::move(process.stderr_read));
+  self->start(std::move(process.host_socket), std::move(process.host_side_socket),
+              std::move(process.pidfd), std::move(process.stdout_read),
+              std::move(process.stderr_read));
   return self;
 }
 
-void Worker::start(wire::UniqueFd host_end, wire::UniqueFd child_pidfd, wire::UniqueFd out,
-                   wire::UniqueFd err) {
-  socket_.assign(host_end.release());
-  socket_.non_blocking(true);
+void Worker::start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::UniqueFd child_pidfd,
+                   wire::UniqueFd out, wire::UniqueFd err) {
+  main_.socket.assign(main_end.release());
+  main_.socket.non_blocking(true);
+  side_.socket.assign(side_end.release());
+  side_.socket.non_blocking(true);
   pidfd_.assign(child_pidfd.release());
   const std::string prefix = "[" + options_.env_name + ":" + std::to_string(pid_) + "] ";
   stdout_ = std::make_shared<OutputPipe>(io_, std::move(out), [prefix](const std::string& line) {
@@ -166,14 +181,15 @@ void Worker::start(wire::UniqueFd host_end, wire::UniqueFd child_pidfd, wire::Un
   stdout_->start();
   stderr_->start();
   watch_exit();
-  read_frames();
+  read_frames(main_);
+  read_frames(side_);
   start_timer_.expires_after(options_.start_timeout);
   start_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->state_ != WorkerState::starting) return;
-    self->condemn(Error(ErrorKind::start_timeout,
-                        self->identity() + " did not say hello within " +
-                            std::to_string(self->options_.start_timeout.count()) +
-                            " ms; it was killed"));
+    self->condemn(
+        Error(ErrorKind::start_timeout, self->identity() + " did not say hello within " +
+                                            std::to_string(self->options_.start_timeout.count()) +
+                                            " ms; it was killed"));
   });
 }
 
@@ -196,27 +212,27 @@ void Worker::watch_exit() {
                     });
 }
 
-void Worker::read_frames() {
-  socket_.async_wait(
+void Worker::read_frames(Lane& lane) {
+  lane.socket.async_wait(
       asio::posix::stream_descriptor::wait_read,
-      [self = shared_from_this()](const asio::error_code& ec) {
+      [self = shared_from_this(), &lane](const asio::error_code& ec) {
         if (ec || self->state_ == WorkerState::dead) return;
         try {
           for (;;) {
-            const auto status = wire::receive_some(self->socket_.native_handle(), self->reader_);
+            const auto status = wire::receive_some(lane.socket.native_handle(), lane.reader);
             if (status == wire::ReceiveStatus::would_block) break;
             if (status == wire::ReceiveStatus::end_of_file) {
               self->on_socket_closed();
               return;
             }
-            while (auto frame = self->reader_.next()) {
-              self->handle_frame(std::move(*frame));
+            while (auto frame = lane.reader.next()) {
+              self->handle_frame(lane, std::move(*frame));
               if (self->state_ == WorkerState::dead || self->cause_) return;
             }
           }
         } catch (const wire::WireError& e) {
-          self->condemn(Error(ErrorKind::protocol_error, self->identity() +
-                                                             " broke the protocol: " + e.what()));
+          self->condemn(Error(ErrorKind::protocol_error,
+                              self->identity() + " broke the protocol: " + e.what()));
           return;
         } catch (const std::system_error& e) {
           // A worker that dies with our request unread resets the connection: that is an end,
@@ -224,12 +240,12 @@ void Worker::read_frames() {
           if (e.code() == std::errc::connection_reset) {
             self->on_socket_closed();
           } else {
-            self->condemn(Error(ErrorKind::protocol_error,
-                                self->identity() + " protocol socket failed: " + e.what()));
+            self->condemn(Error(ErrorKind::protocol_error, self->identity() + " " + lane.name +
+                                                               " socket failed: " + e.what()));
           }
           return;
         }
-        self->read_frames();
+        self->read_frames(lane);
       });
 }
 
@@ -245,21 +261,25 @@ void Worker::on_socket_closed() {
   });
 }
 
-void Worker::handle_frame(wire::Frame frame) {
+void Worker::handle_frame(Lane& lane, wire::Frame frame) {
   const auto& body = frame.body;
   const auto op = body.value("op", std::string());
   if (state_ == WorkerState::starting) {
+    if (&lane != &main_) throw wire::WireError("'" + op + "' on the side socket before hello");
     handle_hello(body);
   } else if (op == "reply") {
     handle_reply(body, std::move(frame.buffers));
   } else if (is_worker_request(op)) {
+    if (&lane != &side_) throw wire::WireError("worker request '" + op + "' on the main socket");
     handle_worker_request(body);
   } else {
     throw wire::WireError("unexpected message '" + op + "' from the worker");
   }
 }
 
-bool Worker::is_worker_request(const std::string& op) { return op == "reserve_vram" || op == "reserve_done"; }
+bool Worker::is_worker_request(const std::string& op) {
+  return op == "reserve_vram" || op == "reserve_done";
+}
 
 void Worker::handle_worker_request(const nlohmann::json& body) {
   std::optional<std::int64_t> id;
@@ -270,14 +290,17 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
   auto answer = [weak = weak_from_this(), id](nlohmann::json value) {
     auto self = weak.lock();
     if (!id || !self || self->state_ == WorkerState::dead) return;
-    self->send({{"op", "answer"}, {"id", *id}, {"ok", true}, {"value", std::move(value)}});
+    self->send(self->side_,
+               {{"op", "answer"}, {"id", *id}, {"ok", true}, {"value", std::move(value)}});
   };
   if (!events_.on_worker_request) {
     if (id) {
-      send({{"op", "answer"},
+      send(side_,
+           {{"op", "answer"},
             {"id", *id},
             {"ok", false},
-            {"error", {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
+            {"error",
+             {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
     }
     return;
   }
@@ -314,7 +337,8 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
     main_id_ = 0;
     what = main_what_;
     call_timer_.cancel();
-    if (state_ == WorkerState::busy) state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
+    if (state_ == WorkerState::busy)
+      state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
   } else if (auto it = side_handlers_.find(id); it != side_handlers_.end()) {
     handler = std::move(it->second);
     side_handlers_.erase(it);
@@ -341,9 +365,9 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
 void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
                      Handler handler, std::vector<wire::UniqueFd> buffers) {
   if (state_ != WorkerState::ready) {
-    handler(Outcome::failure(Error(ErrorKind::bad_request,
-                                   identity() + " cannot take a request while " +
-                                       worker_state_name(state_))));
+    handler(Outcome::failure(
+        Error(ErrorKind::bad_request,
+              identity() + " cannot take a request while " + worker_state_name(state_))));
     return;
   }
   main_id_ = next_id_++;
@@ -353,52 +377,54 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
   message["id"] = main_id_;
   if (timeout.count() > 0) {
     call_timer_.expires_after(timeout);
-    call_timer_.async_wait([self = shared_from_this(), id = main_id_, timeout](const asio::error_code& ec) {
-      if (ec || self->main_id_ != id) return;
-      self->condemn(Error(ErrorKind::call_timeout,
-                          fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
-                                      "group were killed",
-                                      self->main_what_, timeout.count() / 1000.0,
-                                      self->identity())));
-    });
+    call_timer_.async_wait(
+        [self = shared_from_this(), id = main_id_, timeout](const asio::error_code& ec) {
+          if (ec || self->main_id_ != id) return;
+          self->condemn(
+              Error(ErrorKind::call_timeout,
+                    fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
+                                "group were killed",
+                                self->main_what_, timeout.count() / 1000.0, self->identity())));
+        });
   }
-  send(message, std::move(buffers));
+  send(main_, message, std::move(buffers));
 }
 
 void Worker::query(const std::string& op, Handler handler) {
-  if (state_ == WorkerState::starting || state_ == WorkerState::stopping || state_ == WorkerState::dead) {
-    handler(Outcome::failure(Error(ErrorKind::bad_request,
-                                   identity() + " cannot answer '" + op + "' while " +
-                                       worker_state_name(state_))));
+  if (state_ == WorkerState::starting || state_ == WorkerState::stopping ||
+      state_ == WorkerState::dead) {
+    handler(Outcome::failure(
+        Error(ErrorKind::bad_request,
+              identity() + " cannot answer '" + op + "' while " + worker_state_name(state_))));
     return;
   }
   const auto id = next_id_++;
   side_handlers_.emplace(id, std::move(handler));
-  send({{"op", op}, {"id", id}});
+  send(side_, {{"op", op}, {"id", id}});
 }
 
-void Worker::send(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers) {
+void Worker::send(Lane& lane, const nlohmann::json& body, std::vector<wire::UniqueFd> buffers) {
   if (socket_failed_) return;
-  outgoing_.push(body, std::move(buffers));
-  flush();
+  lane.outgoing.push(body, std::move(buffers));
+  flush(lane);
 }
 
-void Worker::flush() {
-  if (waiting_to_write_ || socket_failed_) return;
+void Worker::flush(Lane& lane) {
+  if (lane.waiting_to_write || socket_failed_) return;
   try {
-    if (outgoing_.flush(socket_.native_handle())) return;
+    if (lane.outgoing.flush(lane.socket.native_handle())) return;
   } catch (const std::system_error& e) {
     // The worker is gone or going; its exit will fail what is pending.
     socket_failed_ = true;
     spdlog::debug("{}: {}", identity(), e.what());
     return;
   }
-  waiting_to_write_ = true;
-  socket_.async_wait(asio::posix::stream_descriptor::wait_write,
-                     [self = shared_from_this()](const asio::error_code& ec) {
-                       self->waiting_to_write_ = false;
-                       if (!ec) self->flush();
-                     });
+  lane.waiting_to_write = true;
+  lane.socket.async_wait(asio::posix::stream_descriptor::wait_write,
+                         [self = shared_from_this(), &lane](const asio::error_code& ec) {
+                           lane.waiting_to_write = false;
+                           if (!ec) self->flush(lane);
+                         });
 }
 
 void Worker::shutdown(std::chrono::milliseconds grace) {
@@ -411,17 +437,18 @@ void Worker::shutdown(std::chrono::milliseconds grace) {
   if (is_hibernation_state(state_)) {
     // Its interpreter's exit would block in CUDA until a restore; moving the whole GPU state
     // back only to exit costs seconds, so a hibernated worker is ended at once.
-    condemn(Error(ErrorKind::shutting_down,
-                  identity() + " was " + worker_state_name(state_) + "; it was ended without waking"));
+    condemn(Error(ErrorKind::shutting_down, identity() + " was " + worker_state_name(state_) +
+                                                "; it was ended without waking"));
     return;
   }
   state_ = state_ == WorkerState::busy ? WorkerState::busy : WorkerState::stopping;
-  send({{"op", "shutdown"}});
+  send(main_, {{"op", "shutdown"}});
   stop_timer_.expires_after(grace);
   stop_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->state_ == WorkerState::dead) return;
-    self->condemn(Error(ErrorKind::shutting_down,
-                        self->identity() + " did not exit within its shutdown grace period; it was killed"));
+    self->condemn(
+        Error(ErrorKind::shutting_down,
+              self->identity() + " did not exit within its shutdown grace period; it was killed"));
   });
 }
 
@@ -437,8 +464,12 @@ bool Worker::move_state(std::initializer_list<WorkerState> from, WorkerState to)
   return false;
 }
 
-bool Worker::mark_hibernating() { return move_state({WorkerState::ready}, WorkerState::hibernating); }
-bool Worker::mark_hibernated() { return move_state({WorkerState::hibernating}, WorkerState::hibernated); }
+bool Worker::mark_hibernating() {
+  return move_state({WorkerState::ready}, WorkerState::hibernating);
+}
+bool Worker::mark_hibernated() {
+  return move_state({WorkerState::hibernating}, WorkerState::hibernated);
+}
 bool Worker::mark_waking() { return move_state({WorkerState::hibernated}, WorkerState::waking); }
 bool Worker::mark_awake() {
   return move_state({WorkerState::hibernating, WorkerState::waking}, WorkerState::ready);
@@ -457,12 +488,14 @@ Error Worker::death_error(const proc::ExitStatus& status) const {
     return Error(cause_->kind(), std::string(cause_->what()) + stderr_tail(), cause_->detail());
   }
   if (expected_exit_) {
-    return Error(ErrorKind::shutting_down, identity() + " was shut down (" + status.describe() + ")");
+    return Error(ErrorKind::shutting_down,
+                 identity() + " was shut down (" + status.describe() + ")");
   }
   const std::string during = state_ == WorkerState::starting ? " before saying hello"
-                             : main_handler_                ? " during " + main_what_
-                             : is_hibernation_state(state_) ? std::string(" while ") + worker_state_name(state_)
-                                                            : " while idle";
+                             : main_handler_                 ? " during " + main_what_
+                             : is_hibernation_state(state_)
+                                 ? std::string(" while ") + worker_state_name(state_)
+                                 : " while idle";
   return Error(ErrorKind::crashed, identity() + " " + status.describe() + during + stderr_tail(),
                nlohmann::json{{"exit", status.describe()}});
 }
@@ -478,7 +511,8 @@ void Worker::on_process_exit() {
   state_ = WorkerState::dead;
   for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_}) timer->cancel();
   asio::error_code ignored;
-  socket_.close(ignored);
+  main_.socket.close(ignored);
+  side_.socket.close(ignored);
   pidfd_.close(ignored);
   stdout_->close();
   stderr_->close();

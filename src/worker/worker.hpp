@@ -61,10 +61,13 @@ struct WorkerOptions {
   std::vector<std::string> preload;
 };
 
-// The host's ends of a new worker's connection and output, and the ends the worker gets.
+// The host's ends of a new worker's connection (a socket per lane, docs/protocol.md) and output,
+// and the ends the worker gets.
 struct WorkerChannels {
   wire::UniqueFd host_socket;
+  wire::UniqueFd host_side_socket;
   wire::UniqueFd worker_socket;
+  wire::UniqueFd worker_side_socket;
   wire::UniqueFd stdout_read;
   wire::UniqueFd stdout_write;
   wire::UniqueFd stderr_read;
@@ -79,6 +82,7 @@ struct AdoptedProcess {
   pid_t pid = -1;
   wire::UniqueFd pidfd;
   wire::UniqueFd host_socket;
+  wire::UniqueFd host_side_socket;
   wire::UniqueFd stdout_read;
   wire::UniqueFd stderr_read;
   // When the host began to bring this worker up (waiting for its zygote included), reported as
@@ -150,9 +154,9 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
                Handler handler, std::vector<wire::UniqueFd> buffers = {});
 
-  // Side lane (ping, memory): answered even while a call runs, and while hibernated (the
-  // worker's Python threads run; its memory report then touches no CUDA). Fails at once while
-  // starting, stopping or dead.
+  // Side lane (ping, memory), on its own socket: answered even while a call runs, and while
+  // hibernated (the worker's Python threads run; its memory report then touches no CUDA).
+  // Fails at once while starting, stopping or dead.
   void query(const std::string& op, Handler handler);
 
   // Asks the worker to exit after the request in flight; kills its group after `grace`.
@@ -179,16 +183,28 @@ class Worker : public std::enable_shared_from_this<Worker> {
  private:
   Worker(asio::io_context& io, WorkerOptions options, Events events);
 
-  void start(wire::UniqueFd host_end, wire::UniqueFd child_pidfd, wire::UniqueFd out,
-             wire::UniqueFd err);
-  void read_frames();
+  // One socket of the connection: the main lane's (hello, call, release, shutdown and their
+  // replies) or the side lane's (queries, worker requests, answers). Two sockets, so that a
+  // worker's main thread reads its calls itself and a query never waits behind a large frame.
+  struct Lane {
+    Lane(asio::io_context& io, const char* name) : socket(io), name(name) {}
+    asio::posix::stream_descriptor socket;
+    const char* name;
+    wire::FrameReader reader;
+    wire::SendQueue outgoing;
+    bool waiting_to_write = false;
+  };
+
+  void start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::UniqueFd child_pidfd,
+             wire::UniqueFd out, wire::UniqueFd err);
+  void read_frames(Lane& lane);
   void on_socket_closed();
-  void handle_frame(wire::Frame frame);
+  void handle_frame(Lane& lane, wire::Frame frame);
   void handle_hello(const nlohmann::json& body);
   void handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
   void handle_worker_request(const nlohmann::json& body);
-  void send(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
-  void flush();
+  void send(Lane& lane, const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
+  void flush(Lane& lane);
   void watch_exit();
   void on_process_exit();
   // Records why the worker must die (the first reason wins) and kills its group.
@@ -203,13 +219,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
   Events events_;
   WorkerState state_ = WorkerState::starting;
   pid_t pid_ = -1;
-  asio::posix::stream_descriptor socket_;
+  Lane main_;
+  Lane side_;
   asio::posix::stream_descriptor pidfd_;
   std::shared_ptr<OutputPipe> stdout_;
   std::shared_ptr<OutputPipe> stderr_;
-  wire::FrameReader reader_;
-  wire::SendQueue outgoing_;
-  bool waiting_to_write_ = false;
   bool socket_failed_ = false;
   asio::steady_timer start_timer_;
   asio::steady_timer call_timer_;

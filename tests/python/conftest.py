@@ -30,22 +30,30 @@ def host_tag():
     return "%d:%s" % (os.getpid(), after_name[19])
 
 
+# The ops the host sends on a worker's side socket (docs/protocol.md); the rest go on the main one.
+SIDE_OPS = ("ping", "memory", "hibernating", "woken", "answer")
+
+
 class Worker:
-    """One worker process and the host's end of its connection."""
+    """One worker process and the host's ends of its connection."""
 
     def __init__(self, python=sys.executable, env_name="test", paths=(str(FIXTURES),),
                  as_module=False, environ=None, expect_hello=True, fd=3, extra_args=()):
-        """`fd` is the descriptor the worker gets, 3 as the real host gives it; None keeps
-        whatever number the socket has here, passed with pass_fds."""
+        """`fd` is the descriptor the worker gets for its main socket, 3 as the real host gives
+        it (the side socket is 4); None keeps whatever numbers the sockets have here, passed
+        with pass_fds."""
         self.sock, child = socket.socketpair()
+        self.side, side_child = socket.socketpair()
         if as_module:
             entry = ["-m", "isohost_worker"]
         else:
             entry = [str(WORKER_SCRIPT)]
-        child_fd = child.fileno()
+        child_fd, side_child_fd = child.fileno(), side_child.fileno()
         worker_fd = child_fd if fd is None else fd
+        worker_side_fd = side_child_fd if fd is None else 4
         self.argv = [python, "-s", "-u"] + entry + [
-            "--fd", str(worker_fd), "--env", env_name, "--host", host_tag()]
+            "--fd", str(worker_fd), "--side-fd", str(worker_side_fd), "--env", env_name,
+            "--host", host_tag()]
         for path in paths:
             self.argv += ["--path", path]
         self.argv += list(extra_args)
@@ -56,17 +64,23 @@ class Worker:
             environment["PYTHONPATH"] = str(PACKAGE_PARENT)
         environment.update(environ or {})
         if worker_fd == child_fd:
-            placement = dict(pass_fds=[child_fd])
+            placement = dict(pass_fds=[child_fd, side_child_fd])
         else:
-            # Python opens descriptors close-on-exec; dup2 makes an inheritable copy at the
-            # number the host would give, and the original closes on exec.
-            placement = dict(close_fds=False, preexec_fn=lambda: os.dup2(child_fd, fd))
+            # Python opens descriptors close-on-exec; dup2 makes inheritable copies at the
+            # numbers the host would give, and the originals close on exec.
+            def place():
+                os.dup2(child_fd, fd)
+                os.dup2(side_child_fd, 4)
+            placement = dict(close_fds=False, preexec_fn=place)
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=environment, cwd="/", **placement)
         child.close()
+        side_child.close()
         self.sock.settimeout(TIMEOUT)
+        self.side.settimeout(TIMEOUT)
         self.reader = frames.Reader(self.sock)
+        self.side_reader = frames.Reader(self.side)
         self.stdout_lines, self.stderr_lines = [], []
         self._drains = [self._drain(self.proc.stdout, self.stdout_lines),
                         self._drain(self.proc.stderr, self.stderr_lines)]
@@ -91,15 +105,18 @@ class Worker:
     def pid(self):
         return self.proc.pid
 
-    def send(self, body, fds=()):
-        frames.send(self.sock, frames.encode(body, len(fds)), fds)
+    def send(self, body, fds=(), side=None):
+        """Send on the op's own socket (the side one for SIDE_OPS), or the one `side` says."""
+        on_side = body.get("op") in SIDE_OPS if side is None else side
+        frames.send(self.side if on_side else self.sock, frames.encode(body, len(fds)), fds)
 
-    def send_raw(self, data):
-        self.sock.sendall(data)
+    def send_raw(self, data, side=False):
+        (self.side if side else self.sock).sendall(data)
 
-    def recv(self, timeout=TIMEOUT):
-        self.sock.settimeout(timeout)
-        body, fds = self.reader.read()
+    def recv(self, timeout=TIMEOUT, side=False):
+        sock, reader = (self.side, self.side_reader) if side else (self.sock, self.reader)
+        sock.settimeout(timeout)
+        body, fds = reader.read()
         for fd in fds:
             os.close(fd)
         return body
@@ -108,15 +125,17 @@ class Worker:
         self._next_id += 1
         return self._next_id
 
-    def start(self, op, **fields):
+    def start(self, op, side=None, **fields):
         """Send a request and return its id without waiting for the reply."""
         request_id = self.new_id()
-        self.send(dict(fields, op=op, id=request_id))
+        self.send(dict(fields, op=op, id=request_id), side=side)
         return request_id
 
-    def request(self, op, timeout=TIMEOUT, **fields):
-        request_id = self.start(op, **fields)
-        reply = self.recv(timeout)
+    def request(self, op, timeout=TIMEOUT, side=None, **fields):
+        """Send a request on its op's socket, or the one `side` says, and read the reply there."""
+        on_side = op in SIDE_OPS if side is None else side
+        request_id = self.start(op, side=on_side, **fields)
+        reply = self.recv(timeout, side=on_side)
         assert reply["op"] == "reply" and reply["id"] == request_id, reply
         return reply
 
@@ -152,7 +171,9 @@ class Worker:
             self.proc.kill()
         self.proc.wait()
         self.sock.close()
+        self.side.close()
         self.reader.close_pending()
+        self.side_reader.close_pending()
         for thread in self._drains:
             thread.join(TIMEOUT)
         self.proc.stdout.close()

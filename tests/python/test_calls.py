@@ -4,6 +4,8 @@ import struct
 
 import pytest
 
+from conftest import frames
+
 F = "isohost_test_funcs:"
 
 
@@ -28,7 +30,7 @@ def test_dotted_target(worker):
 
 def test_hand_built_frame_is_understood(worker):
     body = b'{"op":"call","id":99,"target":"isohost_test_funcs:add","args":[20,22],"kwargs":{}}'
-    worker.send_raw(struct.pack("<4sHHII", b"ISOH", 1, 0, len(body), 0) + body)
+    worker.send_raw(struct.pack("<4sHHII", b"ISOH", frames.VERSION, 0, len(body), 0) + body)
     assert worker.recv() == {"op": "reply", "id": 99, "ok": True, "value": 42}
 
 

@@ -21,7 +21,7 @@ def pair():
     b.close()
 
 
-def header(magic=b"ISOH", version=1, flags=0, json_length=2, buffer_count=0):
+def header(magic=b"ISOH", version=frames.VERSION, flags=0, json_length=2, buffer_count=0):
     return struct.pack("<4sHHII", magic, version, flags, json_length, buffer_count)
 
 
@@ -29,7 +29,7 @@ def test_header_layout_is_pinned():
     data = frames.encode({"op": "ping", "id": 7}, buffer_count=2)
     body = b'{"op":"ping","id":7}'
     assert data[:4] == b"ISOH"
-    assert data[4:6] == b"\x01\x00"  # version 1, little-endian
+    assert data[4:6] == b"\x02\x00"  # version 2, little-endian
     assert data[6:8] == b"\x00\x00"  # flags
     assert data[8:12] == len(body).to_bytes(4, "little")
     assert data[12:16] == (2).to_bytes(4, "little")
@@ -99,7 +99,7 @@ def _violation(b):
 
 @pytest.mark.parametrize("raw, says", [
     (header(magic=b"HTTP") + b"{}", "magic"),
-    (header(version=2) + b"{}", "version"),
+    (header(version=7) + b"{}", "version"),
     (header(flags=1) + b"{}", "flags"),
     (header(json_length=0), "json_length"),
     (header(json_length=64 * 1024 * 1024 + 1), "json_length"),

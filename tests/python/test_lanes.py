@@ -50,11 +50,25 @@ def test_end_of_file_exits_at_once_when_idle(worker):
     assert worker.wait(2) == 0
 
 
-def test_end_of_file_exits_at_once_during_a_call(worker):
+@pytest.mark.parametrize("closed", ["side", "both"])
+def test_end_of_file_exits_at_once_during_a_call(worker, closed):
+    """The side lane's thread reads while the main thread runs the call; a host that dies
+    closes both sockets."""
     worker.start("call", target=F + "busy_loop", args=[30.0], kwargs={})
     time.sleep(0.2)
-    worker.sock.close()
+    worker.side.close()
+    if closed == "both":
+        worker.sock.close()
     assert worker.wait(2) == 0
+
+
+@pytest.mark.parametrize("op, lane", [("call", "side"), ("release", "side"), ("ping", "main"),
+                                      ("memory", "main"), ("answer", "main"), ("shutdown", "side")])
+def test_an_op_on_the_wrong_socket_is_a_protocol_error(worker, op, lane):
+    worker.send({"op": op, "id": 1, "target": F + "add", "args": [1, 2], "kwargs": {}},
+                side=lane == "side")
+    assert worker.wait() == 3
+    assert "%r arrived on the %s socket" % (op, lane) in worker.stderr(), worker.stderr()
 
 
 def test_end_of_file_inside_a_frame_exits_zero(worker):
@@ -63,7 +77,7 @@ def test_end_of_file_inside_a_frame_exits_zero(worker):
     assert worker.wait(2) == 0
 
 
-def _frame(body, magic=b"ISOH", version=1, flags=0, buffer_count=0):
+def _frame(body, magic=b"ISOH", version=frames.VERSION, flags=0, buffer_count=0):
     return struct.pack("<4sHHII", magic, version, flags, len(body), buffer_count) + body
 
 
@@ -74,10 +88,10 @@ def _frame(body, magic=b"ISOH", version=1, flags=0, buffer_count=0):
     (_frame(b'{"op":"ping","id":1}', buffer_count=99), "buffer_count"),
     (_frame(b'{"op":"ping","id":1}', buffer_count=1), "descriptors"),
     (_frame(b'["op","ping"]'), "not an object"),
-    (_frame(b'{"op":"ping"}'), "without an integer id"),
-    (_frame(b'{"op":"ping","id":"1"}'), "without an integer id"),
+    (_frame(b'{"op":"call"}'), "without an integer id"),
+    (_frame(b'{"op":"call","id":"1"}'), "without an integer id"),
     (_frame(b'{"op":"call","id":true}'), "without an integer id"),
-    (struct.pack("<4sHHII", b"ISOH", 1, 0, 0, 0), "json_length"),
+    (struct.pack("<4sHHII", b"ISOH", frames.VERSION, 0, 0, 0), "json_length"),
 ])
 def test_protocol_errors_exit_3(worker, raw, says):
     worker.send_raw(raw)
@@ -91,7 +105,7 @@ def test_received_descriptors_are_closed(worker):
     pipes = [os.pipe() for _ in range(3)]
     try:
         worker.send({"op": "ping", "id": 5}, fds=[r for r, _ in pipes])
-        assert worker.recv() == {"op": "reply", "id": 5, "ok": True, "value": {"pid": worker.pid}}
+        assert worker.recv(side=True) == {"op": "reply", "id": 5, "ok": True, "value": {"pid": worker.pid}}
         eventually(lambda: worker.fd_count() == before)
         for r, w in pipes:
             os.close(r)

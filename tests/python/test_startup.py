@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, PACKAGE_PARENT, WORKER_SCRIPT
+from conftest import FIXTURES, PACKAGE_PARENT, WORKER_SCRIPT, frames
 
 
 def _installed_torch():
@@ -24,7 +24,7 @@ def test_hello_fields(worker):
     hello = worker.hello
     assert hello == {
         "op": "hello",
-        "protocol": 1,
+        "protocol": frames.VERSION,
         "pid": worker.pid,
         "env": "test",
         "python": platform.python_version(),
@@ -32,7 +32,7 @@ def test_hello_fields(worker):
         "torch": _installed_torch(),
         "capabilities": ["call", "ping", "memory", "release", "hibernating", "woken", "shutdown", "answer"],
     }
-    assert worker.value("isohost_test_funcs:protocol_version") == 1
+    assert worker.value("isohost_test_funcs:protocol_version") == frames.VERSION
 
 
 def test_hello_does_not_import_torch(worker):
@@ -46,7 +46,7 @@ def test_hello_bytes_on_the_wire(spawn):
     while len(raw) < 16:
         raw += w.sock.recv(16 - len(raw))
     magic, version, flags, json_length, buffer_count = struct.unpack("<4sHHII", raw)
-    assert (magic, version, flags, buffer_count) == (b"ISOH", 1, 0, 0)
+    assert (magic, version, flags, buffer_count) == (b"ISOH", frames.VERSION, 0, 0)
     body = b""
     while len(body) < json_length:
         body += w.sock.recv(json_length - len(body))

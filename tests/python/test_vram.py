@@ -12,7 +12,7 @@ MIB = 1 << 20
 
 def test_reserve_vram_asks_the_host_mid_call_and_returns_its_answer(worker):
     call_id = worker.start("call", target=F + "reserve", args=[600], kwargs={})
-    ask = worker.recv()
+    ask = worker.recv(side=True)
     assert ask == {"op": "reserve_vram", "id": 1, "bytes": 600 * MIB}
     worker.send({"op": "answer", "id": 1, "ok": True,
                  "value": {"granted": True, "outcome": "release_then_grant", "grant": 7,
@@ -25,7 +25,7 @@ def test_reserve_vram_asks_the_host_mid_call_and_returns_its_answer(worker):
 
 def test_a_refused_reservation_raises_in_its_with_block(worker):
     call_id = worker.start("call", target=F + "reserve_in_context", args=[600], kwargs={})
-    assert worker.recv()["op"] == "reserve_vram"
+    assert worker.recv(side=True)["op"] == "reserve_vram"
     worker.send({"op": "answer", "id": 1, "ok": True,
                  "value": {"granted": False, "outcome": "refuse", "explanation": "need 600 MiB: refused"}})
     reply = worker.recv()
@@ -36,10 +36,10 @@ def test_a_refused_reservation_raises_in_its_with_block(worker):
 
 def test_a_granted_with_block_hands_the_grant_back(worker):
     call_id = worker.start("call", target=F + "reserve_in_context", args=[10], kwargs={})
-    assert worker.recv()["op"] == "reserve_vram"
+    assert worker.recv(side=True)["op"] == "reserve_vram"
     worker.send({"op": "answer", "id": 1, "ok": True,
                  "value": {"granted": True, "outcome": "grant", "grant": 3}})
-    assert worker.recv() == {"op": "reserve_done", "grant": 3}
+    assert worker.recv(side=True) == {"op": "reserve_done", "grant": 3}
     reply = worker.recv()
     assert reply == {"op": "reply", "id": call_id, "ok": True, "value": "grant"}
 

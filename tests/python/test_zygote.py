@@ -15,15 +15,18 @@ def _zygote(spawn, preload="isohost_test_funcs", **options):
 
 
 class Child:
-    """The host's side of one forked worker: its socket, its output pipes, its pid."""
+    """The host's side of one forked worker: its sockets, its output pipes, its pid."""
 
     def __init__(self, zygote, fds_override=None):
         self.sock, child_end = socket.socketpair()
+        self.side, side_end = socket.socketpair()
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        passed = [child_end.fileno(), out_write, err_write] if fds_override is None else fds_override
+        passed = ([child_end.fileno(), side_end.fileno(), out_write, err_write]
+                  if fds_override is None else fds_override)
         self.reply = zygote.request_with_fds("fork", passed, env="child", generation=7)
         child_end.close()
+        side_end.close()
         os.close(out_write)
         os.close(err_write)
         self.out = os.fdopen(out_read, "rb")
@@ -50,6 +53,7 @@ class Child:
     def end(self):
         """Close the connection and reap the child, as its parent (this test) must."""
         self.sock.close()
+        self.side.close()
         self.out.close()
         self.err.close()
         if self.pid is None:
@@ -88,16 +92,16 @@ def test_forked_child_is_a_worker_whose_parent_is_the_host(spawn):
     assert child.call("isohost_test_funcs:session_id") == child.pid, "its own session and group"
     assert child.call("isohost_test_funcs:glibc_tid_is_own") is True, "CLONE_CHILD_SETTID"
     assert child.call("isohost_test_funcs:death_signal") == signal.SIGKILL, "tied to the host"
-    # The passed descriptors sit at 1, 2 and 3 and nothing else came with them. (This harness
-    # lets the zygote inherit the test's own descriptors; the host passes only 0 to 3.)
-    inherited = {int(fd) for fd in os.listdir("/proc/%d/fd" % zygote.pid)} - {0, 1, 2, 3}
-    assert set(child.call("isohost_test_funcs:open_descriptors")) == {0, 1, 2, 3} | inherited
+    # The passed descriptors sit at 1 to 4 and nothing else came with them. (This harness
+    # lets the zygote inherit the test's own descriptors; the host passes only 0 to 4.)
+    inherited = {int(fd) for fd in os.listdir("/proc/%d/fd" % zygote.pid)} - {0, 1, 2, 3, 4}
+    assert set(child.call("isohost_test_funcs:open_descriptors")) == {0, 1, 2, 3, 4} | inherited
     child.call("isohost_test_funcs:print_lines", 1)
     assert child.err.readline() == b"ISOH stderr line 0\n", "stderr is the pipe the host passed"
     assert child.out.readline() == b"ISOH stdout line 0\n"
     status = child.end()
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "EOF ends it with code 0"
-    assert zygote.request("ping")["value"] == {"pid": zygote.pid, "forks": 1}
+    assert zygote.request("ping", side=False)["value"] == {"pid": zygote.pid, "forks": 1}
 
 
 def test_exact_exit_status_reaches_the_host(spawn):
@@ -143,7 +147,7 @@ def test_wrong_descriptor_count_is_refused_and_the_zygote_serves_on(spawn):
     os.close(write_end)
     assert bad.reply["ok"] is False
     assert bad.reply["error"]["where"] == "arguments"
-    assert "fork needs 3 descriptors" in bad.reply["error"]["message"]
+    assert "fork needs 4 descriptors" in bad.reply["error"]["message"]
     bad.end()
     good = Child(zygote)
     assert good.reply["ok"]
@@ -160,7 +164,7 @@ def test_zygote_with_cuda_initialised_refuses_to_fork(spawn):
     assert child.reply["error"]["type"] == "isohost_worker.zygote.Refused"
     assert "CUDA is initialised in the zygote" in child.reply["error"]["message"]
     child.end()
-    assert zygote.request("ping")["ok"], "it refuses, and lives on"
+    assert zygote.request("ping", side=False)["ok"], "it refuses, and lives on"
 
 
 def test_preload_that_fails_to_import_exits_with_code_4(spawn):

@@ -31,19 +31,21 @@ TEST(OrphanSweep, EndsAZygoteAndItsForkedWorkerLeftByADeadHost) {
       spawn({.program = ISOHOST_TEST_PYTHON,
              .argv = {ISOHOST_TEST_PYTHON, "-s", "-u",
                       worker::find_worker_runtime() + "/isohost_worker/__main__.py", "--fd", "3",
-                      "--env", "a", "--host", tag, "--path", ISOHOST_TEST_MODULES_DIR, "--zygote",
-                      "--preload", "isohost_test_funcs"},
+                      "--side-fd", "4", "--env", "a", "--host", tag, "--path",
+                      ISOHOST_TEST_MODULES_DIR, "--zygote", "--preload", "isohost_test_funcs"},
              .env = scrubbed_environment({}),
-             .fds = {{zygote_channels.worker_socket.get(), 3}},
+             .fds = {{zygote_channels.worker_socket.get(), 3},
+                     {zygote_channels.worker_side_socket.get(), 4}},
              .death_signal = 0});
   zygote_channels.worker_socket.reset();
+  zygote_channels.worker_side_socket.reset();
   const int zygote_socket = zygote_channels.host_socket.get();
   wire::FrameReader reader;
   const auto hello = wire::receive_frame(zygote_socket, reader);
   ASSERT_TRUE(hello && hello->body["zygote"] == true);
   auto child = worker::WorkerChannels::make();
-  const int passed[] = {child.worker_socket.get(), child.stdout_write.get(),
-                        child.stderr_write.get()};
+  const int passed[] = {child.worker_socket.get(), child.worker_side_socket.get(),
+                        child.stdout_write.get(), child.stderr_write.get()};
   wire::send_frame(zygote_socket, {{"op", "fork"}, {"id", 1}, {"env", "a"}, {"generation", 1}},
                    passed);
   const auto reply = wire::receive_frame(zygote_socket, reader);

@@ -23,7 +23,7 @@ TEST(Frame, EncodesTheDocumentedLayout) {
   const auto bytes = encode_frame({{"op", "ping"}}, 2);
   ASSERT_EQ(bytes.size(), kHeaderSize + 13);
   EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 4), "ISOH");
-  EXPECT_EQ(bytes[4], 1);
+  EXPECT_EQ(bytes[4], kProtocolVersion);
   EXPECT_EQ(bytes[5], 0);
   EXPECT_EQ(bytes[8], 13);
   EXPECT_EQ(bytes[12], 2);
@@ -56,11 +56,11 @@ TEST(Frame, RejectsBadHeaders) {
   };
   const Case cases[] = {
       {header("GARB", 1, 0, 2, 0), "bad frame magic 'GARB'"},
-      {header("ISOH", 2, 0, 2, 0), "protocol version 2"},
-      {header("ISOH", 1, 1, 2, 0), "unknown flags"},
-      {header("ISOH", 1, 0, 0, 0), "JSON body of 0 bytes"},
-      {header("ISOH", 1, 0, kMaxJsonLength + 1, 0), "allowed 1 to"},
-      {header("ISOH", 1, 0, 2, kMaxBuffers + 1), "at most 64"},
+      {header("ISOH", 7, 0, 2, 0), "protocol version 7"},
+      {header("ISOH", kProtocolVersion, 1, 2, 0), "unknown flags"},
+      {header("ISOH", kProtocolVersion, 0, 0, 0), "JSON body of 0 bytes"},
+      {header("ISOH", kProtocolVersion, 0, kMaxJsonLength + 1, 0), "allowed 1 to"},
+      {header("ISOH", kProtocolVersion, 0, 2, kMaxBuffers + 1), "at most 64"},
   };
   for (const auto& c : cases) {
     FrameReader reader;
@@ -77,7 +77,7 @@ TEST(Frame, RejectsBadHeaders) {
 
 TEST(Frame, RejectsBodiesThatAreNotJsonObjects) {
   for (const std::string body : {"[1,2]", "{not json", "\"text\""}) {
-    auto bytes = header("ISOH", 1, 0, static_cast<std::uint32_t>(body.size()), 0);
+    auto bytes = header("ISOH", kProtocolVersion, 0, static_cast<std::uint32_t>(body.size()), 0);
     bytes.insert(bytes.end(), body.begin(), body.end());
     FrameReader reader;
     reader.append(bytes);
