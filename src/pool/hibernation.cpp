@@ -175,18 +175,70 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
 
 void Pool::begin_wake(Slot& slot, Handler done) {
   auto w = slot.worker;
-  if (w->state() != WorkerState::hibernated) {
+  if (w->state() != WorkerState::hibernated || slot.wake_admitting) {
     if (done) {
       done(Outcome::success(not_done(
           "woken",
-          describe(*w) + " is " + worker::worker_state_name(w->state()) + ", not hibernated")));
+          describe(*w) + (slot.wake_admitting
+                              ? " is waiting for room on the card to wake"
+                              : " is " + std::string(worker::worker_state_name(w->state())) +
+                                    ", not hibernated"))));
     }
     return;
   }
+  const auto moved = slot.hibernation ? slot.hibernation->vram_moved : std::nullopt;
+  if (!moved || *moved == 0) {
+    restore(slot, w, std::nullopt, std::move(done));  // no GPU view, or nothing to put back
+    return;
+  }
+  // What it moved off must fit again: the card may have filled since.
+  slot.wake_admitting = true;
+  queue_admission(std::make_shared<Admission>(Admission{
+      .env = slot.config.name,
+      .purpose = "wake",
+      .requester = w,
+      .device = slot.config.device.value_or(0),
+      .bytes = *moved,
+      .asked_at = Clock::now(),
+      .answer =
+          [this, &slot, w, done = std::move(done)](nlohmann::json answer) mutable {
+            if (slot.worker != w || w->state() != WorkerState::hibernated) {
+              if (done)
+                done(Outcome::success(
+                    not_done("woken", describe(*w) + " ended before it could be woken")));
+              return;
+            }
+            slot.wake_admitting = false;
+            if (!answer.value("granted", false)) {
+              fail_wake(slot,
+                        Error(ErrorKind::wake_failed,
+                              describe(*w) + " could not be woken: no room on the card for the " +
+                                  mib_text(slot.hibernation ? slot.hibernation->vram_moved
+                                                            : std::nullopt) +
+                                  " it moved off (" + answer.value("explanation", std::string()) +
+                                  "); it stays hibernated, its state intact",
+                              answer),
+                        std::move(done));
+              pump(slot);
+              return;
+            }
+            const auto grant = answer.value("grant", nlohmann::json());
+            restore(slot, w,
+                    grant.is_number_unsigned() ? std::optional(grant.get<memory::GrantId>())
+                                               : std::nullopt,
+                    std::move(done));
+          },
+  }));
+}
+
+void Pool::restore(Slot& slot, const std::shared_ptr<Worker>& w,
+                   std::optional<memory::GrantId> grant, Handler done) {
   w->mark_waking();
   const auto rss_before = rss_of(w->pid());
-  hibernator().wake(w->pid(), [this, &slot, w, rss_before,
+  hibernator().wake(w->pid(), [this, &slot, w, rss_before, grant,
                                done = std::move(done)](DriverOutcome outcome) mutable {
+    // The restored VRAM is the worker's own again, no longer a promise.
+    if (grant) grants_.settle(*grant);
     if (slot.worker != w || w->state() != WorkerState::waking) {
       if (done)
         done(Outcome::success(not_done("woken", describe(*w) + " ended while it was being woken")));
@@ -194,6 +246,17 @@ void Pool::begin_wake(Slot& slot, Handler done) {
     }
     finish_wake(slot, w, std::move(outcome), rss_before, std::move(done));
   });
+}
+
+void Pool::fail_wake(Slot& slot, const Error& error, Handler done) {
+  if (done) {
+    done(Outcome::failure(error));
+  } else if (!slot.queue.empty()) {
+    // The request that woke it hears why; those behind it try again.
+    auto first = std::move(slot.queue.front());
+    slot.queue.pop_front();
+    first.handler(Outcome::failure(error));
+  }
 }
 
 void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutcome outcome,
@@ -204,14 +267,7 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
                     "; it was retired and the next call starts a fresh worker");
     spdlog::error("{}", error.what());
     w->kill(error);
-    if (done) {
-      done(Outcome::failure(error));
-    } else if (!slot.queue.empty()) {
-      // The request that woke it hears why; those behind it get a fresh worker.
-      auto first = std::move(slot.queue.front());
-      slot.queue.pop_front();
-      first.handler(Outcome::failure(error));
-    }
+    fail_wake(slot, error, std::move(done));  // those behind it get a fresh worker
     return;
   }
   const auto moved = slot.hibernation ? slot.hibernation->vram_moved : std::nullopt;

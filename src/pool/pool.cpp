@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include <asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <asio/post.hpp>
 
 #include "memory/ledger.hpp"
 #include "pool/memory_snapshot.hpp"
@@ -20,8 +20,10 @@ using worker::WorkerState;
 
 Request Request::call(std::string env, std::string target, nlohmann::json args,
                       nlohmann::json kwargs) {
-  return Request{Kind::call, std::move(env),
-                 {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
+  return Request{
+      Kind::call,
+      std::move(env),
+      {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
 }
 
 namespace {
@@ -52,8 +54,9 @@ nlohmann::json devices_json(const PoolStatus& status) {
   auto out = nlohmann::json::array();
   const auto ledger = status.snapshot ? memory::build_ledger(*status.snapshot) : memory::Ledger{};
   for (const auto& d : status.devices) {
-    nlohmann::json entry{{"index", d.device.index},  {"name", d.device.name}, {"total", d.device.total},
-                         {"free", d.device.free},    {"used", d.device.used}, {"foreign", optional_json(d.foreign)}};
+    nlohmann::json entry{{"index", d.device.index}, {"name", d.device.name},
+                         {"total", d.device.total}, {"free", d.device.free},
+                         {"used", d.device.used},   {"foreign", optional_json(d.foreign)}};
     if (const auto* books = ledger.device(static_cast<int>(d.device.index))) {
       entry["workers_vram"] = books->workers_used();
       entry["fixed"] = books->workers_fixed();
@@ -103,17 +106,17 @@ void sample_zygotes(MemorySampler& sampler, std::vector<ZygoteStatus>& zygotes) 
 nlohmann::json PoolStatus::to_json() const {
   auto workers_json = nlohmann::json::array();
   for (const auto& w : workers) {
-    nlohmann::json entry{{"env", w.env},
-                         {"pid", w.pid},
-                         {"generation", w.generation},
-                         {"state", w.state},
-                         {"idle_seconds", w.idle_seconds},
-                         {"calls", w.calls},
-                         {"python", w.hello.value("python", nlohmann::json())},
-                         {"torch", w.hello.value("torch", nlohmann::json())},
-                         {"origin", w.origin},
-                         {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid)
-                                                         : nlohmann::json()}};
+    nlohmann::json entry{
+        {"env", w.env},
+        {"pid", w.pid},
+        {"generation", w.generation},
+        {"state", w.state},
+        {"idle_seconds", w.idle_seconds},
+        {"calls", w.calls},
+        {"python", w.hello.value("python", nlohmann::json())},
+        {"torch", w.hello.value("torch", nlohmann::json())},
+        {"origin", w.origin},
+        {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid) : nlohmann::json()}};
     add_memory(entry, w.memory);
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
@@ -121,11 +124,16 @@ nlohmann::json PoolStatus::to_json() const {
       // A worker that did not answer (it died, or its call holds the GIL) has no report.
       const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
       const auto allocator = report.value("allocator", nlohmann::json());
-      const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
-      const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
-      entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
-      entry["fixed_vram"] = w.memory->vram ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
-                                           : nlohmann::json();
+      const std::uint64_t reserved =
+          allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
+      const std::uint64_t allocated =
+          allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
+      entry["allocator_reserved"] =
+          allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
+      entry["fixed_vram"] =
+          w.memory->vram
+              ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
+              : nlohmann::json();
       entry["fixed_ram"] = optional_json(w.pss_at_ready);
       entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
       entry["cuda_initialized"] = report.value("cuda_initialized", false);
@@ -258,7 +266,8 @@ std::future<PoolStatus> Pool::status_with_memory() {
   auto promise = std::make_shared<std::promise<PoolStatus>>();
   auto future = promise->get_future();
   asio::post(io_, [this, promise] {
-    status_with_memory_on_loop([promise](PoolStatus status) { promise->set_value(std::move(status)); });
+    status_with_memory_on_loop(
+        [promise](PoolStatus status) { promise->set_value(std::move(status)); });
   });
   return future;
 }
@@ -293,7 +302,8 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     }
     auto figures = sampler_->sample(queries);
     status.host_memory = figures[0];
-    for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
+    for (std::size_t i = 0; i < status.workers.size(); ++i)
+      status.workers[i].memory = figures[i + 1];
     for (const auto& w : live_) queries.push_back({w->pid(), false});  // retiring ones are ours too
     status.devices = sampler_->devices_now(queries);
     sample_zygotes(*sampler_, status.zygotes);
@@ -342,8 +352,8 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     const auto target = request.message.value("target", std::string());
     const auto colon = target.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) {
-      handler(Outcome::failure(Error(ErrorKind::bad_request,
-                                     "target '" + target + "' is not of the form module:function")));
+      handler(Outcome::failure(Error(
+          ErrorKind::bad_request, "target '" + target + "' is not of the form module:function")));
       return;
     }
     if (!request.message["args"].is_array() || !request.message["kwargs"].is_object()) {
@@ -361,11 +371,12 @@ void Pool::submit_on_loop(Request request, Handler handler) {
                       : request.kind == Request::Kind::wake      ? "woken"
                                                                  : "answered";
     if (request.kind == Request::Kind::query) {
-      handler(Outcome::failure(Error(ErrorKind::bad_request,
-                                     "no worker is running for environment '" + request.env + "'")));
+      handler(Outcome::failure(Error(
+          ErrorKind::bad_request, "no worker is running for environment '" + request.env + "'")));
     } else {
       handler(Outcome::success(
-          {{key, false}, {"reason", "no worker is running for environment '" + request.env + "'"}}));
+          {{key, false},
+           {"reason", "no worker is running for environment '" + request.env + "'"}}));
     }
     return;
   }
@@ -382,8 +393,10 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     return;
   }
   if (request.kind == Request::Kind::release && slot.worker->state() == WorkerState::hibernated) {
-    handler(Outcome::success({{"released", false}, {"reason", "the worker is hibernated: it holds no VRAM, "
-                                                              "and a release would wake it"}}));
+    handler(Outcome::success({{"released", false},
+                              {"reason",
+                               "the worker is hibernated: it holds no VRAM, "
+                               "and a release would wake it"}}));
     return;
   }
   slot.queue.push_back(Pending{std::move(request), std::move(handler)});
@@ -411,7 +424,7 @@ void Pool::pump(Slot& slot) {
   // A hibernated worker is woken for work, but not to be reaped.
   const bool reap_next = slot.queue.front().request.kind == Request::Kind::reap;
   if (slot.worker->state() == WorkerState::hibernated && !reap_next) {
-    begin_wake(slot, nullptr);
+    if (!slot.wake_admitting) begin_wake(slot, nullptr);
     return;
   }
   if (slot.worker->state() != WorkerState::ready &&
@@ -450,27 +463,28 @@ void Pool::dispatch(Slot& slot, Pending pending) {
     timeout = config_.host.shutdown_grace + call_timeout(slot);
   }
   auto w = slot.worker;
-  w->request(std::move(message), timeout, what,
-             [this, &slot, w, kind = request.kind, handler = std::move(pending.handler)](Outcome outcome) {
-               // A worker that answered, even with the function's exception, is healthy.
-               if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
-                 slot.backoff.record_success();
-                 // A release is the host's own housekeeping: it neither counts as a call nor
-                 // restarts the idle clock that leads to the reap.
-                 if (slot.worker == w && kind == Request::Kind::call) {
-                   // What the call reserved is allocated by now, or never will be: the
-                   // driver's figures tell from here on.
-                   grants_.drop_worker(slot.config.name);
-                   ++slot.calls;
-                   slot.idle_since = Clock::now();
-                   slot.released_since_call = false;
-                   slot.hibernated_since_call = false;
-                 }
-               }
-               handler(std::move(outcome));
-               pump(slot);
-             },
-             request.buffers.take());
+  w->request(
+      std::move(message), timeout, what,
+      [this, &slot, w, kind = request.kind, handler = std::move(pending.handler)](Outcome outcome) {
+        // A worker that answered, even with the function's exception, is healthy.
+        if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
+          slot.backoff.record_success();
+          // A release is the host's own housekeeping: it neither counts as a call nor
+          // restarts the idle clock that leads to the reap.
+          if (slot.worker == w && kind == Request::Kind::call) {
+            // What the call reserved is allocated by now, or never will be: the
+            // driver's figures tell from here on.
+            grants_.drop_worker(slot.config.name);
+            ++slot.calls;
+            slot.idle_since = Clock::now();
+            slot.released_since_call = false;
+            slot.hibernated_since_call = false;
+          }
+        }
+        handler(std::move(outcome));
+        pump(slot);
+      },
+      request.buffers.take());
 }
 
 void Pool::start_worker(Slot& slot) {
@@ -522,7 +536,8 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (auto w = weak->lock()) on_worker_exit(slot, w, report);
           },
       .on_worker_request =
-          [this, &slot, weak](const nlohmann::json& request, std::function<void(nlohmann::json)> answer) {
+          [this, &slot, weak](const nlohmann::json& request,
+                              std::function<void(nlohmann::json)> answer) {
             if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
           },
   };
@@ -561,6 +576,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     slot.worker = nullptr;
     grants_.drop_worker(slot.config.name);
     slot.hibernation.reset();
+    slot.wake_admitting = false;  // an admission for its wake finds it gone and moves on
   }
   if (!report.expected) slot.backoff.record_failure(Clock::now(), report.reason);
   std::erase(live_, w);
@@ -579,6 +595,7 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   grants_.drop_worker(slot.config.name);
   slot.hibernate_timer->cancel();
   slot.hibernation.reset();
+  slot.wake_admitting = false;
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
                w->generation(), reason);
   w->shutdown(config_.host.shutdown_grace);
@@ -591,13 +608,16 @@ void Pool::arm_idle_timers(Slot& slot) {
   // hibernated again.
   if (state != WorkerState::ready && state != WorkerState::hibernated) return;
   if (!slot.released_since_call && state == WorkerState::ready) {
-    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
+    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release,
+                   [this](Slot& s) { release(s, "idle"); });
   }
   if (state == WorkerState::ready && slot.config.hibernate && !slot.hibernated_since_call) {
-    arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
+    arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate,
+                   [this](Slot& s) { hibernate_idle(s); });
   }
   arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
-    retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
+    retire(s, fmt::format("idle for {:g} s",
+                          std::chrono::duration<double>(config_.host.idle_reap).count()));
   });
 }
 
@@ -609,7 +629,8 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
                     action = std::move(action)](const asio::error_code& ec) mutable {
     if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
-    if ((state != WorkerState::ready && state != WorkerState::hibernated) || !slot.queue.empty()) return;
+    if ((state != WorkerState::ready && state != WorkerState::hibernated) || !slot.queue.empty())
+      return;
     if (Clock::now() - slot.idle_since < window) {
       arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
@@ -626,8 +647,8 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
   const auto name = slot.config.name;
   auto logged = [name, pid, generation, why, done = std::move(done)](Outcome outcome) {
     if (!outcome.ok()) {
-      spdlog::warn("{} release of worker '{}' (pid {}, generation {}) failed: {}", why, name, pid, generation,
-                   outcome.error().what());
+      spdlog::warn("{} release of worker '{}' (pid {}, generation {}) failed: {}", why, name, pid,
+                   generation, outcome.error().what());
     } else {
       const auto& r = outcome.value();
       const auto freed = [&r](const char* before, const char* after) {
@@ -635,10 +656,11 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
         const auto a = r.value(after, nlohmann::json());
         return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
       };
-      spdlog::info("{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
-                   "{:.1f} MiB of VRAM cache in {:.3f} s",
-                   why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
-                   freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
+      spdlog::info(
+          "{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
+          "{:.1f} MiB of VRAM cache in {:.3f} s",
+          why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
+          freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
     }
     if (done) done();
   };

@@ -37,9 +37,9 @@
 #include "pool/crash_backoff.hpp"
 #include "pool/hibernator.hpp"
 #include "pool/memory_sampler.hpp"
+#include "pool/zygote.hpp"
 #include "probe/meminfo.hpp"
 #include "wire/shared_fds.hpp"
-#include "pool/zygote.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -119,10 +119,10 @@ struct PoolStatus {
 // What a caller asks of an environment's worker.
 struct Request {
   enum class Kind {
-    call,     // run module:function on the main lane
-    release,  // ask the worker to drop its caches (main lane, when idle)
-    reap,     // end the worker once it is idle
-    query,    // side lane: ping or memory, answered even mid-call
+    call,       // run module:function on the main lane
+    release,    // ask the worker to drop its caches (main lane, when idle)
+    reap,       // end the worker once it is idle
+    query,      // side lane: ping or memory, answered even mid-call
     hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
     wake,       // restore a hibernated worker without a call
   };
@@ -134,7 +134,8 @@ struct Request {
   // untouched (docs/protocol.md, "Values").
   wire::SharedFds buffers;
 
-  static Request call(std::string env, std::string target, nlohmann::json args = nlohmann::json::array(),
+  static Request call(std::string env, std::string target,
+                      nlohmann::json args = nlohmann::json::array(),
                       nlohmann::json kwargs = nlohmann::json::object());
 };
 
@@ -197,9 +198,12 @@ class Pool {
     Request request;
     Handler handler;
   };
-  // A worker's reserve_vram, waiting for the loop to decide (one at a time, in order).
+  // A request for VRAM waiting for the loop to decide (one at a time, in order): a worker's
+  // reserve_vram, or the wake of a hibernated worker, which needs back what it moved off.
   struct Admission {
     std::string env;
+    // For the log: "reserve_vram" or "wake".
+    std::string purpose = "reserve_vram";
     std::weak_ptr<worker::Worker> requester;
     unsigned device = 0;
     std::uint64_t bytes = 0;
@@ -233,6 +237,8 @@ class Pool {
     std::optional<std::uint64_t> pss_at_ready;
     std::unique_ptr<asio::steady_timer> hibernate_timer;  // idle hibernate
     std::optional<Hibernation> hibernation;
+    // The hibernated worker's wake waits for admission to make room for it on the card.
+    bool wake_admitting = false;
     // The idle timer tries once per idle spell, like the release.
     bool hibernated_since_call = false;
     // Environments with `preload` only (zygote.hpp).
@@ -269,8 +275,9 @@ class Pool {
   // Asks the idle worker to drop its caches and logs the receipt as `why`; `done` runs after.
   void release(Slot& slot, const std::string& why, std::function<void()> done = nullptr);
   // Admission (vram_admission.cpp): reserve_vram from a worker, decided one at a time.
-  void on_worker_request(Slot& slot, const std::shared_ptr<worker::Worker>& w, const nlohmann::json& request,
-                         std::function<void(nlohmann::json)> answer);
+  void on_worker_request(Slot& slot, const std::shared_ptr<worker::Worker>& w,
+                         const nlohmann::json& request, std::function<void(nlohmann::json)> answer);
+  void queue_admission(std::shared_ptr<Admission> job);
   void next_admission();
   void plan_admission(std::shared_ptr<Admission> job);
   void decide(const std::shared_ptr<Admission>& job, const PoolStatus& status);
@@ -282,11 +289,16 @@ class Pool {
   void begin_hibernation(Slot& slot, Handler done);
   void finish_hibernation(Slot& slot, const std::shared_ptr<worker::Worker>& w, Hibernation record,
                           DriverOutcome outcome, Handler done);
-  // Restores the slot's hibernated worker; `done` (may be empty) hears how it went. A wake the
-  // queue asked for fails the queue's first request if the restore fails.
+  // Restores the slot's hibernated worker once admission has made room on the card for what it
+  // moved off; `done` (may be empty) hears how it went. A wake the queue asked for fails the
+  // queue's first request if there is no room (the worker stays hibernated) or the restore fails.
   void begin_wake(Slot& slot, Handler done);
+  void restore(Slot& slot, const std::shared_ptr<worker::Worker>& w,
+               std::optional<memory::GrantId> grant, Handler done);
   void finish_wake(Slot& slot, const std::shared_ptr<worker::Worker>& w, DriverOutcome outcome,
                    std::optional<std::uint64_t> rss_before, Handler done);
+  // Hands `error` to `done`, or else to the queue's first request.
+  void fail_wake(Slot& slot, const Error& error, Handler done);
   void hibernate_idle(Slot& slot);
   [[nodiscard]] std::optional<std::string> cannot_hibernate(const Slot& slot) const;
   Hibernator& hibernator();

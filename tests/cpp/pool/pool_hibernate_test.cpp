@@ -7,8 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "pool/pool.hpp"
 #include "proc/orphan_sweep.hpp"
@@ -96,6 +98,50 @@ TEST_F(Hibernate, AnIdleWorkerIsLockedAndCheckpointedThenTheNextCallRestoresItFi
   EXPECT_EQ(worker_of(*pool).state, "ready");
   EXPECT_FALSE(worker_of(*pool).hibernation.has_value());
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:calls_while_locked").get(), 0);
+}
+
+// A wake needs back on the card what the hibernation moved off, and the card may have filled
+// meanwhile: the wake goes through admission like a reserve_vram (docs/hibernation.md).
+TEST_F(Hibernate, AWakeIsAdmittedFirstAndWithoutRoomTheWorkerStaysHibernated) {
+  TempDir card_dir;
+  const auto card = card_dir.path + "/gpu.json";
+  const auto write_card = [&](const nlohmann::json& processes) {
+    std::ofstream(card) << nlohmann::json{
+        {"devices", {{{"index", 0}, {"name", "simulated"}, {"total_mib", 1000}}}},
+        {"processes",
+         processes}}.dump();
+  };
+  const auto on_card = [](pid_t pid, unsigned mib) {
+    return nlohmann::json{{"pid", pid}, {"device", 0}, {"used_mib", mib}};
+  };
+  write_card(nlohmann::json::array());
+  auto config = fixture_config({"g", "b"});
+  config.host.simulated_gpu = card;
+  config.host.vram_reserve = 0;
+  auto pool = make_pool("", config);
+  const pid_t pid = pool->call("g", kContext).get()["pid"];
+  write_card(nlohmann::json::array({on_card(pid, 600)}));
+  ASSERT_EQ(hibernate(*pool)["hibernated"], true);
+  // As the driver leaves it: its 600 MiB off the card; then a program isohost does not manage
+  // (this test) takes 700.
+  write_card(nlohmann::json::array({on_card(pid, 0), on_card(::getpid(), 700)}));
+  const auto refused = call_error(pool->call("g", "isohost_fake_cuda_context:compute", {21}));
+  EXPECT_EQ(refused.kind(), worker::ErrorKind::wake_failed);
+  EXPECT_THAT(refused.what(), HasSubstr("no room on the card for the 600 MiB it moved off"));
+  EXPECT_THAT(refused.what(), HasSubstr("it stays hibernated"));
+  EXPECT_EQ(worker_of(*pool).state, "hibernated");
+  EXPECT_THAT(cuda_.calls(), Not(HasSubstr("restore")));
+
+  // The program is gone and an idle worker holds 700 MiB of cache: admission releases it, then
+  // the same process is restored and answers.
+  write_card(nlohmann::json::array({on_card(pid, 0)}));
+  pool->call("b", "isohost_sim_vram:hold", {card, 0, 700}).get();
+  EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:compute", {21}).get(), 42);
+  EXPECT_EQ(pool->call("g", "isohost_test_funcs:pid").get(), pid);
+  EXPECT_THAT(cuda_.calls(), HasSubstr("restore " + std::to_string(pid)));
+  const auto ps = pool->status_with_memory().get().to_json();
+  EXPECT_EQ(ps["devices"][0]["reclaimable"], 0u) << "b's cache was released first: " << ps.dump();
+  EXPECT_EQ(ps["devices"][0]["pending"], 0u) << "the wake's grant was settled";
 }
 
 TEST_F(Hibernate, SideLaneQueriesAnswerWhileHibernatedWithoutTouchingCuda) {
@@ -291,7 +337,8 @@ TEST_F(Hibernate, ShutdownEndsHibernatedAndHibernatingWorkersAtOnce) {
   }));
   const auto start = std::chrono::steady_clock::now();
   pool->shutdown();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the checkpoint in flight (2 s) is waited for, no grace on top";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s)
+      << "the checkpoint in flight (2 s) is waited for, no grace on top";
   EXPECT_FALSE(process_alive(g));
   EXPECT_FALSE(process_alive(h));
   EXPECT_EQ(in_flight.get()["hibernated"], false);
