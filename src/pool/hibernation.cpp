@@ -255,6 +255,7 @@ void Pool::fail_wake(Slot& slot, const Error& error, Handler done) {
     // The request that woke it hears why; those behind it try again.
     auto first = std::move(slot.queue.front());
     slot.queue.pop_front();
+    first.request.buffers.close();  // closed before the caller hears
     first.handler(Outcome::failure(error));
   }
 }

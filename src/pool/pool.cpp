@@ -4,11 +4,12 @@
 
 #include <cstdlib>
 
-#include <spdlog/spdlog.h>
 #include <asio/post.hpp>
+#include <spdlog/spdlog.h>
 
 #include "memory/ledger.hpp"
 #include "pool/memory_snapshot.hpp"
+#include "pool/polling_loop.hpp"
 #include "probe/probe_error.hpp"
 #include "proc/orphan_sweep.hpp"
 #include "worker/runtime_location.hpp"
@@ -20,10 +21,8 @@ using worker::WorkerState;
 
 Request Request::call(std::string env, std::string target, nlohmann::json args,
                       nlohmann::json kwargs) {
-  return Request{
-      Kind::call,
-      std::move(env),
-      {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
+  return Request{Kind::call, std::move(env),
+                 {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
 }
 
 namespace {
@@ -54,9 +53,8 @@ nlohmann::json devices_json(const PoolStatus& status) {
   auto out = nlohmann::json::array();
   const auto ledger = status.snapshot ? memory::build_ledger(*status.snapshot) : memory::Ledger{};
   for (const auto& d : status.devices) {
-    nlohmann::json entry{{"index", d.device.index}, {"name", d.device.name},
-                         {"total", d.device.total}, {"free", d.device.free},
-                         {"used", d.device.used},   {"foreign", optional_json(d.foreign)}};
+    nlohmann::json entry{{"index", d.device.index},  {"name", d.device.name}, {"total", d.device.total},
+                         {"free", d.device.free},    {"used", d.device.used}, {"foreign", optional_json(d.foreign)}};
     if (const auto* books = ledger.device(static_cast<int>(d.device.index))) {
       entry["workers_vram"] = books->workers_used();
       entry["fixed"] = books->workers_fixed();
@@ -106,17 +104,17 @@ void sample_zygotes(MemorySampler& sampler, std::vector<ZygoteStatus>& zygotes) 
 nlohmann::json PoolStatus::to_json() const {
   auto workers_json = nlohmann::json::array();
   for (const auto& w : workers) {
-    nlohmann::json entry{
-        {"env", w.env},
-        {"pid", w.pid},
-        {"generation", w.generation},
-        {"state", w.state},
-        {"idle_seconds", w.idle_seconds},
-        {"calls", w.calls},
-        {"python", w.hello.value("python", nlohmann::json())},
-        {"torch", w.hello.value("torch", nlohmann::json())},
-        {"origin", w.origin},
-        {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid) : nlohmann::json()}};
+    nlohmann::json entry{{"env", w.env},
+                         {"pid", w.pid},
+                         {"generation", w.generation},
+                         {"state", w.state},
+                         {"idle_seconds", w.idle_seconds},
+                         {"calls", w.calls},
+                         {"python", w.hello.value("python", nlohmann::json())},
+                         {"torch", w.hello.value("torch", nlohmann::json())},
+                         {"origin", w.origin},
+                         {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid)
+                                                         : nlohmann::json()}};
     add_memory(entry, w.memory);
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
@@ -124,16 +122,11 @@ nlohmann::json PoolStatus::to_json() const {
       // A worker that did not answer (it died, or its call holds the GIL) has no report.
       const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
       const auto allocator = report.value("allocator", nlohmann::json());
-      const std::uint64_t reserved =
-          allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
-      const std::uint64_t allocated =
-          allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
-      entry["allocator_reserved"] =
-          allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
-      entry["fixed_vram"] =
-          w.memory->vram
-              ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
-              : nlohmann::json();
+      const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
+      const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
+      entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
+      entry["fixed_vram"] = w.memory->vram ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
+                                           : nlohmann::json();
       entry["fixed_ram"] = optional_json(w.pss_at_ready);
       entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
       entry["cuda_initialized"] = report.value("cuda_initialized", false);
@@ -180,7 +173,7 @@ Pool::Pool(Config config, PoolOptions options)
   thread_ = std::thread([this] {
     for (;;) {
       try {
-        io_.run();
+        run_polling(io_, options_.poll_window);
         return;
       } catch (const std::exception& e) {
         // A bug in one handler must not take every worker down with the host.
@@ -266,8 +259,7 @@ std::future<PoolStatus> Pool::status_with_memory() {
   auto promise = std::make_shared<std::promise<PoolStatus>>();
   auto future = promise->get_future();
   asio::post(io_, [this, promise] {
-    status_with_memory_on_loop(
-        [promise](PoolStatus status) { promise->set_value(std::move(status)); });
+    status_with_memory_on_loop([promise](PoolStatus status) { promise->set_value(std::move(status)); });
   });
   return future;
 }
@@ -302,8 +294,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     }
     auto figures = sampler_->sample(queries);
     status.host_memory = figures[0];
-    for (std::size_t i = 0; i < status.workers.size(); ++i)
-      status.workers[i].memory = figures[i + 1];
+    for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
     for (const auto& w : live_) queries.push_back({w->pid(), false});  // retiring ones are ours too
     status.devices = sampler_->devices_now(queries);
     sample_zygotes(*sampler_, status.zygotes);
@@ -333,18 +324,22 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
 }
 
 void Pool::submit_on_loop(Request request, Handler handler) {
+  // A refused request's buffers are closed before its caller hears of it.
+  const auto refuse = [&](const Error& error) {
+    request.buffers.close();
+    handler(Outcome::failure(error));
+  };
   if (shutting_down_) {
-    handler(Outcome::failure(Error(ErrorKind::shutting_down, "the host is shutting down")));
+    refuse(Error(ErrorKind::shutting_down, "the host is shutting down"));
     return;
   }
   auto it = slots_.find(request.env);
   if (it == slots_.end()) {
     std::string known;
     for (const auto& [name, slot] : slots_) known += (known.empty() ? "" : ", ") + name;
-    handler(Outcome::failure(
-        Error(ErrorKind::unknown_environment,
-              "no environment named '" + request.env + "' is configured in " + config_.source +
-                  (known.empty() ? " (it defines none)" : " (known: " + known + ")"))));
+    refuse(Error(ErrorKind::unknown_environment,
+                 "no environment named '" + request.env + "' is configured in " + config_.source +
+                     (known.empty() ? " (it defines none)" : " (known: " + known + ")")));
     return;
   }
   Slot& slot = it->second;
@@ -352,13 +347,11 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     const auto target = request.message.value("target", std::string());
     const auto colon = target.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) {
-      handler(Outcome::failure(Error(
-          ErrorKind::bad_request, "target '" + target + "' is not of the form module:function")));
+      refuse(Error(ErrorKind::bad_request, "target '" + target + "' is not of the form module:function"));
       return;
     }
     if (!request.message["args"].is_array() || !request.message["kwargs"].is_object()) {
-      handler(Outcome::failure(
-          Error(ErrorKind::bad_request, "args must be a JSON array and kwargs a JSON object")));
+      refuse(Error(ErrorKind::bad_request, "args must be a JSON array and kwargs a JSON object"));
       return;
     }
   }
@@ -371,12 +364,11 @@ void Pool::submit_on_loop(Request request, Handler handler) {
                       : request.kind == Request::Kind::wake      ? "woken"
                                                                  : "answered";
     if (request.kind == Request::Kind::query) {
-      handler(Outcome::failure(Error(
-          ErrorKind::bad_request, "no worker is running for environment '" + request.env + "'")));
+      handler(Outcome::failure(Error(ErrorKind::bad_request,
+                                     "no worker is running for environment '" + request.env + "'")));
     } else {
       handler(Outcome::success(
-          {{key, false},
-           {"reason", "no worker is running for environment '" + request.env + "'"}}));
+          {{key, false}, {"reason", "no worker is running for environment '" + request.env + "'"}}));
     }
     return;
   }
@@ -393,10 +385,8 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     return;
   }
   if (request.kind == Request::Kind::release && slot.worker->state() == WorkerState::hibernated) {
-    handler(Outcome::success({{"released", false},
-                              {"reason",
-                               "the worker is hibernated: it holds no VRAM, "
-                               "and a release would wake it"}}));
+    handler(Outcome::success({{"released", false}, {"reason", "the worker is hibernated: it holds no VRAM, "
+                                                              "and a release would wake it"}}));
     return;
   }
   slot.queue.push_back(Pending{std::move(request), std::move(handler)});
@@ -463,28 +453,27 @@ void Pool::dispatch(Slot& slot, Pending pending) {
     timeout = config_.host.shutdown_grace + call_timeout(slot);
   }
   auto w = slot.worker;
-  w->request(
-      std::move(message), timeout, what,
-      [this, &slot, w, kind = request.kind, handler = std::move(pending.handler)](Outcome outcome) {
-        // A worker that answered, even with the function's exception, is healthy.
-        if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
-          slot.backoff.record_success();
-          // A release is the host's own housekeeping: it neither counts as a call nor
-          // restarts the idle clock that leads to the reap.
-          if (slot.worker == w && kind == Request::Kind::call) {
-            // What the call reserved is allocated by now, or never will be: the
-            // driver's figures tell from here on.
-            grants_.drop_worker(slot.config.name);
-            ++slot.calls;
-            slot.idle_since = Clock::now();
-            slot.released_since_call = false;
-            slot.hibernated_since_call = false;
-          }
-        }
-        handler(std::move(outcome));
-        pump(slot);
-      },
-      request.buffers.take());
+  w->request(std::move(message), timeout, what,
+             [this, &slot, w, kind = request.kind, handler = std::move(pending.handler)](Outcome outcome) {
+               // A worker that answered, even with the function's exception, is healthy.
+               if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
+                 slot.backoff.record_success();
+                 // A release is the host's own housekeeping: it neither counts as a call nor
+                 // restarts the idle clock that leads to the reap.
+                 if (slot.worker == w && kind == Request::Kind::call) {
+                   // What the call reserved is allocated by now, or never will be: the
+                   // driver's figures tell from here on.
+                   grants_.drop_worker(slot.config.name);
+                   ++slot.calls;
+                   slot.idle_since = Clock::now();
+                   slot.released_since_call = false;
+                   slot.hibernated_since_call = false;
+                 }
+               }
+               handler(std::move(outcome));
+               pump(slot);
+             },
+             request.buffers.take());
 }
 
 void Pool::start_worker(Slot& slot) {
@@ -536,8 +525,7 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (auto w = weak->lock()) on_worker_exit(slot, w, report);
           },
       .on_worker_request =
-          [this, &slot, weak](const nlohmann::json& request,
-                              std::function<void(nlohmann::json)> answer) {
+          [this, &slot, weak](const nlohmann::json& request, std::function<void(nlohmann::json)> answer) {
             if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
           },
   };
@@ -608,16 +596,13 @@ void Pool::arm_idle_timers(Slot& slot) {
   // hibernated again.
   if (state != WorkerState::ready && state != WorkerState::hibernated) return;
   if (!slot.released_since_call && state == WorkerState::ready) {
-    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release,
-                   [this](Slot& s) { release(s, "idle"); });
+    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
   }
   if (state == WorkerState::ready && slot.config.hibernate && !slot.hibernated_since_call) {
-    arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate,
-                   [this](Slot& s) { hibernate_idle(s); });
+    arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
   }
   arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
-    retire(s, fmt::format("idle for {:g} s",
-                          std::chrono::duration<double>(config_.host.idle_reap).count()));
+    retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
   });
 }
 
@@ -629,8 +614,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
                     action = std::move(action)](const asio::error_code& ec) mutable {
     if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
-    if ((state != WorkerState::ready && state != WorkerState::hibernated) || !slot.queue.empty())
-      return;
+    if ((state != WorkerState::ready && state != WorkerState::hibernated) || !slot.queue.empty()) return;
     if (Clock::now() - slot.idle_since < window) {
       arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
@@ -647,8 +631,8 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
   const auto name = slot.config.name;
   auto logged = [name, pid, generation, why, done = std::move(done)](Outcome outcome) {
     if (!outcome.ok()) {
-      spdlog::warn("{} release of worker '{}' (pid {}, generation {}) failed: {}", why, name, pid,
-                   generation, outcome.error().what());
+      spdlog::warn("{} release of worker '{}' (pid {}, generation {}) failed: {}", why, name, pid, generation,
+                   outcome.error().what());
     } else {
       const auto& r = outcome.value();
       const auto freed = [&r](const char* before, const char* after) {
@@ -656,11 +640,10 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
         const auto a = r.value(after, nlohmann::json());
         return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
       };
-      spdlog::info(
-          "{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
-          "{:.1f} MiB of VRAM cache in {:.3f} s",
-          why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
-          freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
+      spdlog::info("{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
+                   "{:.1f} MiB of VRAM cache in {:.3f} s",
+                   why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
+                   freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
     }
     if (done) done();
   };
@@ -671,7 +654,10 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
 void Pool::fail_queue(Slot& slot, const Error& error) {
   auto queue = std::move(slot.queue);
   slot.queue.clear();
-  for (auto& pending : queue) pending.handler(Outcome::failure(error));
+  for (auto& pending : queue) {
+    pending.request.buffers.close();  // closed before the caller hears
+    pending.handler(Outcome::failure(error));
+  }
 }
 
 void Pool::on_stopped(std::function<void()> hook) {

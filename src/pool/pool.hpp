@@ -37,9 +37,9 @@
 #include "pool/crash_backoff.hpp"
 #include "pool/hibernator.hpp"
 #include "pool/memory_sampler.hpp"
-#include "pool/zygote.hpp"
 #include "probe/meminfo.hpp"
 #include "wire/shared_fds.hpp"
+#include "pool/zygote.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -61,6 +61,8 @@ struct PoolOptions {
   std::string cuda_library;
   // How long a hibernation waits for the worker's CUDA work to pause before giving up.
   std::chrono::milliseconds hibernate_lock_timeout{2000};
+  // How long the event loop polls after a burst of work before it sleeps (polling_loop.hpp).
+  std::chrono::microseconds poll_window{50};
 };
 
 // What a hibernated worker moved off the card, for ps and the admission ledger.
@@ -119,10 +121,10 @@ struct PoolStatus {
 // What a caller asks of an environment's worker.
 struct Request {
   enum class Kind {
-    call,       // run module:function on the main lane
-    release,    // ask the worker to drop its caches (main lane, when idle)
-    reap,       // end the worker once it is idle
-    query,      // side lane: ping or memory, answered even mid-call
+    call,     // run module:function on the main lane
+    release,  // ask the worker to drop its caches (main lane, when idle)
+    reap,     // end the worker once it is idle
+    query,    // side lane: ping or memory, answered even mid-call
     hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
     wake,       // restore a hibernated worker without a call
   };
@@ -134,8 +136,7 @@ struct Request {
   // untouched (docs/protocol.md, "Values").
   wire::SharedFds buffers;
 
-  static Request call(std::string env, std::string target,
-                      nlohmann::json args = nlohmann::json::array(),
+  static Request call(std::string env, std::string target, nlohmann::json args = nlohmann::json::array(),
                       nlohmann::json kwargs = nlohmann::json::object());
 };
 

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
 #include <asio/post.hpp>
+#include <spdlog/spdlog.h>
 
 #include "memory/admission.hpp"
 #include "memory/ledger.hpp"
@@ -33,8 +33,7 @@ std::uint64_t to_mib(std::uint64_t bytes) { return bytes >> 20; }
 
 }  // namespace
 
-void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
-                             const nlohmann::json& request,
+void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const nlohmann::json& request,
                              std::function<void(nlohmann::json)> answer) {
   const auto op = request.value("op", std::string());
   if (op == "reserve_done") {
@@ -47,11 +46,10 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
   const auto bytes = request.value("bytes", nlohmann::json());
   const auto device = request.value("device", nlohmann::json());
   if (!bytes.is_number_unsigned() || (!device.is_null() && !device.is_number_unsigned())) {
-    answer(
-        {{"granted", false},
-         {"outcome", "refuse"},
-         {"explanation", "reserve_vram needs a whole number of bytes and a GPU index, got bytes " +
-                             bytes.dump() + " and device " + device.dump()}});
+    answer({{"granted", false},
+            {"outcome", "refuse"},
+            {"explanation", "reserve_vram needs a whole number of bytes and a GPU index, got bytes " +
+                                bytes.dump() + " and device " + device.dump()}});
     return;
   }
   auto job = std::make_shared<Admission>(Admission{
@@ -80,14 +78,13 @@ void Pool::next_admission() {
 
 void Pool::plan_admission(std::shared_ptr<Admission> job) {
   expire_grants();
-  status_with_memory_on_loop(
-      [this, job = std::move(job)](PoolStatus status) { decide(job, status); });
+  status_with_memory_on_loop([this, job = std::move(job)](PoolStatus status) { decide(job, status); });
 }
 
 void Pool::expire_grants() {
   for (const auto& g : grants_.expire(Clock::now(), config_.host.grant_lifetime)) {
-    spdlog::info("grant {} of {} MiB on GPU {} to '{}' expired unused; its bytes are free again",
-                 g.id, to_mib(g.bytes), g.device, g.requester);
+    spdlog::info("grant {} of {} MiB on GPU {} to '{}' expired unused; its bytes are free again", g.id,
+                 to_mib(g.bytes), g.device, g.requester);
   }
 }
 
@@ -108,8 +105,7 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
                                          .device = static_cast<int>(job->device),
                                          .bytes = job->bytes,
                                          .asked_at = job->asked_at};
-  auto plan =
-      memory::plan_admission(memory::build_ledger(snapshot, grants_.outstanding()), request);
+  auto plan = memory::plan_admission(memory::build_ledger(snapshot, grants_.outstanding()), request);
   const bool needs_steps = plan.grants() && plan.outcome != memory::AdmissionOutcome::grant;
   if (needs_steps && job->reaped_last_round && job->settle_polls < kSettlePolls) {
     ++job->settle_polls;
@@ -149,13 +145,11 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
   // Only the cheapest kind of step in the plan is carried out before planning again: a release
   // may give back more than the worker's report promised (its own caches), and then no
   // hibernation or reap is needed at all.
-  const auto kind =
-      std::min_element(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
-        return a.kind < b.kind;
-      })->kind;
+  const auto kind = std::min_element(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
+                      return a.kind < b.kind;
+                    })->kind;
   job->reaped_last_round = kind == memory::StepKind::reap;
-  spdlog::info("admission for '{}' makes room ({} first): {}", job->env, memory::to_string(kind),
-               plan.explain());
+  spdlog::info("admission for '{}' makes room ({} first): {}", job->env, memory::to_string(kind), plan.explain());
   // Releases and hibernations in flight.
   auto releases = std::make_shared<std::size_t>(0);
   std::vector<std::weak_ptr<Worker>> reaped;
@@ -165,13 +159,11 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
     if (it == slots_.end()) continue;
     Slot& slot = it->second;
     // The plan was made from a snapshot; a worker that has since started a call is left alone.
-    const bool idle =
-        slot.worker &&
-        (slot.worker->state() == WorkerState::ready ||
-         (step.kind == memory::StepKind::reap && slot.worker->state() == WorkerState::hibernated));
+    const bool idle = slot.worker && (slot.worker->state() == WorkerState::ready ||
+                                      (step.kind == memory::StepKind::reap &&
+                                       slot.worker->state() == WorkerState::hibernated));
     if (!idle || slot.worker->pid() != step.pid || !slot.queue.empty()) continue;
-    const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env,
-                                 to_mib(job->bytes), job->device);
+    const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
     switch (step.kind) {
       case memory::StepKind::release:
         ++*releases;
@@ -191,12 +183,10 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
           --*releases;
           if (outcome.ok() && outcome.value().value("hibernated", false)) {
             job->steps_done.push_back("hibernated '" + env + "'");
-            job->made_room =
-                std::max(job->made_room, memory::AdmissionOutcome::hibernate_then_grant);
+            job->made_room = std::max(job->made_room, memory::AdmissionOutcome::hibernate_then_grant);
           } else {
             job->not_hibernated[env] =
-                outcome.ok() ? outcome.value().value("reason", std::string("not hibernated"))
-                             : outcome.error().what();
+                outcome.ok() ? outcome.value().value("reason", std::string("not hibernated")) : outcome.error().what();
           }
         });
         break;
@@ -227,8 +217,7 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
   (*poll)();
 }
 
-void Pool::answer_admission(const std::shared_ptr<Admission>& job,
-                            const memory::AdmissionPlan& plan) {
+void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {
   const bool granted = plan.outcome == memory::AdmissionOutcome::grant;
   const auto outcome = granted ? job->made_room : memory::AdmissionOutcome::refuse;
   const double waited = std::chrono::duration<double>(Clock::now() - job->asked_at).count();

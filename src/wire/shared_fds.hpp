@@ -32,6 +32,11 @@ class SharedFds {
     return std::exchange(*fds_, {});
   }
 
+  // Closes the descriptors now, for every holder.
+  void close() const {
+    if (fds_) fds_->clear();
+  }
+
   [[nodiscard]] std::size_t size() const { return fds_ ? fds_->size() : 0; }
 
  private:

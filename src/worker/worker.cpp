@@ -66,30 +66,21 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
 }
 
 bool is_hibernation_state(WorkerState state) {
-  return state == WorkerState::hibernating || state == WorkerState::hibernated ||
-         state == WorkerState::waking;
+  return state == WorkerState::hibernating || state == WorkerState::hibernated || state == WorkerState::waking;
 }
 
 }  // namespace
 
 const char* worker_state_name(WorkerState state) {
   switch (state) {
-    case WorkerState::starting:
-      return "starting";
-    case WorkerState::ready:
-      return "ready";
-    case WorkerState::busy:
-      return "busy";
-    case WorkerState::stopping:
-      return "stopping";
-    case WorkerState::dead:
-      return "dead";
-    case WorkerState::hibernating:
-      return "hibernating";
-    case WorkerState::hibernated:
-      return "hibernated";
-    case WorkerState::waking:
-      return "waking";
+    case WorkerState::starting: return "starting";
+    case WorkerState::ready: return "ready";
+    case WorkerState::busy: return "busy";
+    case WorkerState::stopping: return "stopping";
+    case WorkerState::dead: return "dead";
+    case WorkerState::hibernating: return "hibernating";
+    case WorkerState::hibernated: return "hibernated";
+    case WorkerState::waking: return "waking";
   }
   return "unknown";
 }
@@ -111,7 +102,8 @@ Worker::~Worker() {
   if (pid_ > 0 && state_ != WorkerState::dead) proc::signal_group(pid_, SIGKILL);
 }
 
-std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions options, Events events) {
+std::shared_ptr<Worker> Worker::launch(asio::io_context& io, WorkerOptions options,
+                                       Events events) {
   auto channels = WorkerChannels::make();
   // A worker reads nothing from stdin; /dev/null keeps fd 0 from being reused by its first open.
   wire::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -186,10 +178,10 @@ void Worker::start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::Uniqu
   start_timer_.expires_after(options_.start_timeout);
   start_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->state_ != WorkerState::starting) return;
-    self->condemn(
-        Error(ErrorKind::start_timeout, self->identity() + " did not say hello within " +
-                                            std::to_string(self->options_.start_timeout.count()) +
-                                            " ms; it was killed"));
+    self->condemn(Error(ErrorKind::start_timeout,
+                        self->identity() + " did not say hello within " +
+                            std::to_string(self->options_.start_timeout.count()) +
+                            " ms; it was killed"));
   });
 }
 
@@ -231,8 +223,8 @@ void Worker::read_frames(Lane& lane) {
             }
           }
         } catch (const wire::WireError& e) {
-          self->condemn(Error(ErrorKind::protocol_error,
-                              self->identity() + " broke the protocol: " + e.what()));
+          self->condemn(Error(ErrorKind::protocol_error, self->identity() +
+                                                             " broke the protocol: " + e.what()));
           return;
         } catch (const std::system_error& e) {
           // A worker that dies with our request unread resets the connection: that is an end,
@@ -277,9 +269,7 @@ void Worker::handle_frame(Lane& lane, wire::Frame frame) {
   }
 }
 
-bool Worker::is_worker_request(const std::string& op) {
-  return op == "reserve_vram" || op == "reserve_done";
-}
+bool Worker::is_worker_request(const std::string& op) { return op == "reserve_vram" || op == "reserve_done"; }
 
 void Worker::handle_worker_request(const nlohmann::json& body) {
   std::optional<std::int64_t> id;
@@ -299,8 +289,7 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
            {{"op", "answer"},
             {"id", *id},
             {"ok", false},
-            {"error",
-             {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
+            {"error", {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
     }
     return;
   }
@@ -337,8 +326,7 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
     main_id_ = 0;
     what = main_what_;
     call_timer_.cancel();
-    if (state_ == WorkerState::busy)
-      state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
+    if (state_ == WorkerState::busy) state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
   } else if (auto it = side_handlers_.find(id); it != side_handlers_.end()) {
     handler = std::move(it->second);
     side_handlers_.erase(it);
@@ -365,9 +353,9 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
 void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
                      Handler handler, std::vector<wire::UniqueFd> buffers) {
   if (state_ != WorkerState::ready) {
-    handler(Outcome::failure(
-        Error(ErrorKind::bad_request,
-              identity() + " cannot take a request while " + worker_state_name(state_))));
+    handler(Outcome::failure(Error(ErrorKind::bad_request,
+                                   identity() + " cannot take a request while " +
+                                       worker_state_name(state_))));
     return;
   }
   main_id_ = next_id_++;
@@ -377,25 +365,23 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
   message["id"] = main_id_;
   if (timeout.count() > 0) {
     call_timer_.expires_after(timeout);
-    call_timer_.async_wait(
-        [self = shared_from_this(), id = main_id_, timeout](const asio::error_code& ec) {
-          if (ec || self->main_id_ != id) return;
-          self->condemn(
-              Error(ErrorKind::call_timeout,
-                    fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
-                                "group were killed",
-                                self->main_what_, timeout.count() / 1000.0, self->identity())));
-        });
+    call_timer_.async_wait([self = shared_from_this(), id = main_id_, timeout](const asio::error_code& ec) {
+      if (ec || self->main_id_ != id) return;
+      self->condemn(Error(ErrorKind::call_timeout,
+                          fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
+                                      "group were killed",
+                                      self->main_what_, timeout.count() / 1000.0,
+                                      self->identity())));
+    });
   }
   send(main_, message, std::move(buffers));
 }
 
 void Worker::query(const std::string& op, Handler handler) {
-  if (state_ == WorkerState::starting || state_ == WorkerState::stopping ||
-      state_ == WorkerState::dead) {
-    handler(Outcome::failure(
-        Error(ErrorKind::bad_request,
-              identity() + " cannot answer '" + op + "' while " + worker_state_name(state_))));
+  if (state_ == WorkerState::starting || state_ == WorkerState::stopping || state_ == WorkerState::dead) {
+    handler(Outcome::failure(Error(ErrorKind::bad_request,
+                                   identity() + " cannot answer '" + op + "' while " +
+                                       worker_state_name(state_))));
     return;
   }
   const auto id = next_id_++;
@@ -437,8 +423,8 @@ void Worker::shutdown(std::chrono::milliseconds grace) {
   if (is_hibernation_state(state_)) {
     // Its interpreter's exit would block in CUDA until a restore; moving the whole GPU state
     // back only to exit costs seconds, so a hibernated worker is ended at once.
-    condemn(Error(ErrorKind::shutting_down, identity() + " was " + worker_state_name(state_) +
-                                                "; it was ended without waking"));
+    condemn(Error(ErrorKind::shutting_down,
+                  identity() + " was " + worker_state_name(state_) + "; it was ended without waking"));
     return;
   }
   state_ = state_ == WorkerState::busy ? WorkerState::busy : WorkerState::stopping;
@@ -446,9 +432,8 @@ void Worker::shutdown(std::chrono::milliseconds grace) {
   stop_timer_.expires_after(grace);
   stop_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->state_ == WorkerState::dead) return;
-    self->condemn(
-        Error(ErrorKind::shutting_down,
-              self->identity() + " did not exit within its shutdown grace period; it was killed"));
+    self->condemn(Error(ErrorKind::shutting_down,
+                        self->identity() + " did not exit within its shutdown grace period; it was killed"));
   });
 }
 
@@ -464,12 +449,8 @@ bool Worker::move_state(std::initializer_list<WorkerState> from, WorkerState to)
   return false;
 }
 
-bool Worker::mark_hibernating() {
-  return move_state({WorkerState::ready}, WorkerState::hibernating);
-}
-bool Worker::mark_hibernated() {
-  return move_state({WorkerState::hibernating}, WorkerState::hibernated);
-}
+bool Worker::mark_hibernating() { return move_state({WorkerState::ready}, WorkerState::hibernating); }
+bool Worker::mark_hibernated() { return move_state({WorkerState::hibernating}, WorkerState::hibernated); }
 bool Worker::mark_waking() { return move_state({WorkerState::hibernated}, WorkerState::waking); }
 bool Worker::mark_awake() {
   return move_state({WorkerState::hibernating, WorkerState::waking}, WorkerState::ready);
@@ -488,14 +469,12 @@ Error Worker::death_error(const proc::ExitStatus& status) const {
     return Error(cause_->kind(), std::string(cause_->what()) + stderr_tail(), cause_->detail());
   }
   if (expected_exit_) {
-    return Error(ErrorKind::shutting_down,
-                 identity() + " was shut down (" + status.describe() + ")");
+    return Error(ErrorKind::shutting_down, identity() + " was shut down (" + status.describe() + ")");
   }
   const std::string during = state_ == WorkerState::starting ? " before saying hello"
-                             : main_handler_                 ? " during " + main_what_
-                             : is_hibernation_state(state_)
-                                 ? std::string(" while ") + worker_state_name(state_)
-                                 : " while idle";
+                             : main_handler_                ? " during " + main_what_
+                             : is_hibernation_state(state_) ? std::string(" while ") + worker_state_name(state_)
+                                                            : " while idle";
   return Error(ErrorKind::crashed, identity() + " " + status.describe() + during + stderr_tail(),
                nlohmann::json{{"exit", status.describe()}});
 }

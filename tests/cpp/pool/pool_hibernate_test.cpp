@@ -337,8 +337,7 @@ TEST_F(Hibernate, ShutdownEndsHibernatedAndHibernatingWorkersAtOnce) {
   }));
   const auto start = std::chrono::steady_clock::now();
   pool->shutdown();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s)
-      << "the checkpoint in flight (2 s) is waited for, no grace on top";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the checkpoint in flight (2 s) is waited for, no grace on top";
   EXPECT_FALSE(process_alive(g));
   EXPECT_FALSE(process_alive(h));
   EXPECT_EQ(in_flight.get()["hibernated"], false);

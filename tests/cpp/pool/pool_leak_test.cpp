@@ -40,8 +40,12 @@ TEST(PoolLeaks, ThousandCallsAndTwentyReplacementsLeaveNothingBehind) {
   }
   EXPECT_EQ(open_descriptor_count(), fds_before);
   EXPECT_TRUE(workers_tagged(proc::host_tag()).empty()) << "no worker left";
-  EXPECT_EQ(new_entries("/tmp", tmp_before), std::set<std::string>{});
-  EXPECT_EQ(new_entries("/dev/shm", shm_before), std::set<std::string>{});
+  // Other programs on the machine (a compiler's temporaries) come and go; what this pool left
+  // would stay.
+  for (const auto& [dir, before] : {std::pair{"/tmp", tmp_before}, std::pair{"/dev/shm", shm_before}}) {
+    EXPECT_TRUE(eventually([&] { return new_entries(dir, before).empty(); }))
+        << "left in " << dir << ": " << ::testing::PrintToString(new_entries(dir, before));
+  }
 }
 
 }  // namespace
