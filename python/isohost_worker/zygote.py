@@ -268,7 +268,7 @@ class Zygote:
         self._side.detach()
         # Lift them above the numbers they go to first, so that no dup2 below overwrites one
         # still to be placed (a zygote started without 0 to 2 receives them there).
-        lifted = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, WORKER_SIDE_FD + 1) for fd in fds]
+        lifted = [fcntl.fcntl(fd, fcntl.F_DUPFD, WORKER_SIDE_FD + 1) for fd in fds]
         frames.close_all(fds)
         fds = lifted
         sock_fd, side_fd, out_fd, err_fd = fds
