@@ -266,7 +266,7 @@ class Zygote:
         # fds 3 and 4 are about to become the worker's own sockets
         self._sock.detach()
         self._side.detach()
-        # Lift them above the numbers they go to first, so that no dup2 below overwrites one
+        # Lift the received descriptors above 4 first, so that no dup2 below overwrites one
         # still to be placed (a zygote started without 0 to 2 receives them there).
         lifted = [fcntl.fcntl(fd, fcntl.F_DUPFD, WORKER_SIDE_FD + 1) for fd in fds]
         frames.close_all(fds)
