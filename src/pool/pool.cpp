@@ -347,7 +347,8 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     const auto target = request.message.value("target", std::string());
     const auto colon = target.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) {
-      refuse(Error(ErrorKind::bad_request, "target '" + target + "' is not of the form module:function"));
+      refuse(Error(ErrorKind::bad_request,
+                   "target '" + target + "' is not of the form module:function"));
       return;
     }
     if (!request.message["args"].is_array() || !request.message["kwargs"].is_object()) {

@@ -289,7 +289,8 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
            {{"op", "answer"},
             {"id", *id},
             {"ok", false},
-            {"error", {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
+            {"error",
+             {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
     }
     return;
   }

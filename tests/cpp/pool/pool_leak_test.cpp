@@ -42,7 +42,8 @@ TEST(PoolLeaks, ThousandCallsAndTwentyReplacementsLeaveNothingBehind) {
   EXPECT_TRUE(workers_tagged(proc::host_tag()).empty()) << "no worker left";
   // Other programs on the machine (a compiler's temporaries) come and go; what this pool left
   // would stay.
-  for (const auto& [dir, before] : {std::pair{"/tmp", tmp_before}, std::pair{"/dev/shm", shm_before}}) {
+  for (const auto& [dir, before] :
+       {std::pair{"/tmp", tmp_before}, std::pair{"/dev/shm", shm_before}}) {
     EXPECT_TRUE(eventually([&] { return new_entries(dir, before).empty(); }))
         << "left in " << dir << ": " << ::testing::PrintToString(new_entries(dir, before));
   }
