@@ -104,9 +104,10 @@ std::vector<Figure> bench_rtt(const BenchOptions& options) {
     figures.push_back(calls_from_the_loop(pool, options.rounds));
   }
   {
-    // The same with a loop that sleeps as soon as it is idle: what polling saves.
+    // The same with a loop and a worker that sleep as soon as they are idle: what polling saves.
+    config.host.worker_poll = std::chrono::microseconds(0);
     pool::Pool pool(config, pool::PoolOptions{.poll_window = std::chrono::microseconds(0)});
-    figures.push_back(calls_from_a_thread(pool, options.rounds, "rtt.call_sleeping_loop"));
+    figures.push_back(calls_from_a_thread(pool, options.rounds, "rtt.call_without_polling"));
   }
   for (std::size_t i = 1; i < figures.size(); ++i) {
     figures[i].limit = raw.median;

@@ -1,5 +1,6 @@
 """Start a worker: python -s -u .../isohost_worker/__main__.py --fd 3 --side-fd 4 --env NAME
-[--host PID:STARTTIME] [--path DIR]...  (or python -m isohost_worker with the same flags).
+[--host PID:STARTTIME] [--poll-microseconds N] [--path DIR]...
+(or python -m isohost_worker with the same flags).
 With --zygote --preload MOD,MOD the process is a zygote that forks workers (zygote.py)."""
 
 import os
@@ -30,6 +31,8 @@ def main(argv=None):
     parser.add_argument("--host", default=None, help="PID:STARTTIME of the host; a tag only")
     parser.add_argument("--path", action="append", default=[],
                         help="put DIR at the front of sys.path (repeatable, in order)")
+    parser.add_argument("--poll-microseconds", type=int, default=0,
+                        help="after each op, poll for the next this long before sleeping")
     parser.add_argument("--zygote", action="store_true", help="preload, then fork workers on request")
     parser.add_argument("--preload", default="", help="comma-separated modules a zygote imports")
     args = parser.parse_args(argv)
@@ -55,7 +58,7 @@ def main(argv=None):
         from isohost_worker.zygote import Zygote
         # Returns only in a forked child, which then runs as an ordinary worker.
         sock, side, env = Zygote(sock, side, env, [m for m in args.preload.split(",") if m]).serve()
-    Runtime(sock, side, env).serve()
+    Runtime(sock, side, env, args.poll_microseconds / 1e6).serve()
 
 
 if __name__ == "__main__":

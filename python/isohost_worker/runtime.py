@@ -28,10 +28,12 @@ current = None
 
 
 class Runtime:
-    def __init__(self, sock, side, env):
+    def __init__(self, sock, side, env, poll_window=0.0):
         self._sock = sock
         self._side = side
         self._env = env
+        # How long the main lane polls for the next op before it sleeps (frames.Reader).
+        self._poll_window = poll_window
         # Main-lane replies come from the main thread only; side-lane replies and worker
         # requests from any thread.
         self._side_lock = threading.Lock()
@@ -87,9 +89,9 @@ class Runtime:
         # neither write on the host's connection nor keep it open after this worker dies.
         os.register_at_fork(after_in_child=self._close_sockets)
         self._send_main(frames.encode(self._hello()))
-        threading.Thread(target=self._serve, args=(self._side, SIDE, self._send_side),
+        threading.Thread(target=self._serve, args=(frames.Reader(self._side), SIDE, self._send_side),
                          name="isohost-side-lane", daemon=True).start()
-        self._serve(self._sock, MAIN, self._send_main)
+        self._serve(frames.Reader(self._sock, self._poll_window), MAIN, self._send_main)
 
     def _close_sockets(self):
         self._sock.close()
@@ -101,9 +103,8 @@ class Runtime:
     def _ping(self, request):
         return {"pid": os.getpid()}
 
-    def _serve(self, sock, lane, send):
-        """Read `sock` and answer every op of `lane` in turn, on the calling thread."""
-        reader = frames.Reader(sock)
+    def _serve(self, reader, lane, send):
+        """Read `reader` and answer every op of `lane` in turn, on the calling thread."""
         try:
             while True:
                 request, fds = reader.read()

@@ -95,7 +95,8 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
                       {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
                        "idle_reap_seconds", "shutdown_grace_seconds", "ram_budget_mb",
                        "ram_floor_mb", "vram_reserve_mib", "admission_wait_seconds",
-                       "grant_lifetime_seconds", "simulated_gpu", "idle_hibernate_seconds"},
+                       "grant_lifetime_seconds", "simulated_gpu", "idle_hibernate_seconds",
+                       "worker_poll_microseconds"},
                       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
@@ -112,6 +113,14 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
     host.simulated_gpu = resolve(string_value(*node, "simulated_gpu", source), base_dir);
   }
   host.idle_hibernate = seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source);
+  if (const auto* node = table.get("worker_poll_microseconds")) {
+    const auto value = node->value_exact<int64_t>();
+    if (!value || *value < 0 || *value > 1'000'000) {
+      throw config_error(source, node->source(),
+                         "'worker_poll_microseconds' must be a whole number from 0 to 1000000");
+    }
+    host.worker_poll = std::chrono::microseconds(*value);
+  }
   return host;
 }
 

@@ -502,7 +502,8 @@ worker::WorkerOptions Pool::worker_options(const Slot& slot, unsigned generation
                                .runtime_dir = options_.runtime_dir,
                                .host_tag = host_tag_,
                                .generation = generation,
-                               .start_timeout = config_.host.start_timeout};
+                               .start_timeout = config_.host.start_timeout,
+                               .poll_window = config_.host.worker_poll};
 }
 
 Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>>& weak) {

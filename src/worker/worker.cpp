@@ -52,7 +52,8 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
                                 "--fd",         std::to_string(kWorkerSocketFd),
                                 "--side-fd",    std::to_string(kWorkerSideSocketFd),
                                 "--env",        options.env_name,
-                                "--host",       options.host_tag};
+                                "--host",       options.host_tag,
+                                "--poll-microseconds", std::to_string(options.poll_window.count())};
   for (const auto& dir : options.module_path) {
     argv.emplace_back("--path");
     argv.push_back(dir);

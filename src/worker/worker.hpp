@@ -59,6 +59,8 @@ struct WorkerOptions {
   // Non-empty: the process is a zygote that imports these modules and forks workers on request
   // (`--zygote --preload a,b`, docs/lifecycle.md#zygotes), not a worker.
   std::vector<std::string> preload;
+  // How long the worker polls for its next op before it sleeps (`--poll-microseconds`).
+  std::chrono::microseconds poll_window{0};
 };
 
 // The host's ends of a new worker's connection (a socket per lane, docs/protocol.md) and output,

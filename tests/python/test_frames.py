@@ -108,12 +108,41 @@ def _violation(b):
     (header(json_length=3) + b"{x}", "JSON"),
     (header(json_length=4) + b'"\xff" ', "UTF-8"),
     (header(json_length=11) + b'{"x": NaN }', "JSON"),
+    (header(json_length=9) + b'{"x":1} x', "JSON"),
+    (header(json_length=7) + b'{"x":1 ', "JSON"),
+    (header(json_length=200001) + b'{"x":' * 40000 + b"1", "JSON"),
     (header(buffer_count=1) + b"{}", "descriptors"),
 ])
 def test_violations_are_protocol_errors(pair, raw, says):
     a, b = pair
     a.sendall(raw)
     assert says in _violation(b)
+
+
+def test_whitespace_around_the_body_is_json_too(pair):
+    a, b = pair
+    a.sendall(header(json_length=12) + b' \n{"x": 1}\t ')
+    assert frames.Reader(b).read() == ({"x": 1}, [])
+
+
+def test_a_polling_reader_reads_what_comes_within_and_after_its_window(pair):
+    a, b = pair
+    reader = frames.Reader(b, poll_window=0.05)
+    r, w = os.pipe()
+    try:
+        for n, delay in enumerate((0, 0.01, 0.2)):  # at once, within the window, after it
+            timer = threading.Timer(delay, frames.send, (a, frames.encode({"n": n}, 1), [r]))
+            timer.start()
+            body, fds = reader.read()
+            timer.join()
+            assert body == {"n": n} and len(fds) == 1
+            os.close(fds[0])
+    finally:
+        os.close(r)
+        os.close(w)
+    a.close()
+    with pytest.raises(EOFError):
+        reader.read()
 
 
 def test_end_of_file_is_eof_not_a_violation(pair):

@@ -159,3 +159,28 @@ def test_garbage_on_the_protocol_descriptor_is_seen_by_the_host(worker):
     worker.start("call", target=F + "write_garbage", args=[], kwargs={})
     with pytest.raises(frames.ProtocolError):
         worker.recv()
+
+
+def _cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_a_polling_worker_polls_after_each_op_then_sleeps(spawn):
+    """--poll-microseconds: calls that come within the window and after it are both answered;
+    the worker spends the window on a core, and nothing once it has passed."""
+    worker = spawn(extra_args=["--poll-microseconds", "400000"])
+    for delay in (0, 0.05, 0.6, 0):  # at once, within the window, after it
+        time.sleep(delay)
+        assert worker.request("call", target="operator:add", args=[1, 2], kwargs={})["value"] == 3
+    before = _cpu_seconds(worker.pid)
+    time.sleep(0.3)
+    polling = _cpu_seconds(worker.pid) - before
+    assert polling >= 0.05, "polled for only %.3f s of CPU in 0.3 s" % polling
+    time.sleep(0.3)  # the window has passed
+    before = _cpu_seconds(worker.pid)
+    time.sleep(0.5)
+    asleep = _cpu_seconds(worker.pid) - before
+    assert asleep <= 0.03, "an idle worker used %.3f s of CPU in 0.5 s" % asleep
+    assert worker.request("ping")["ok"]

@@ -119,5 +119,21 @@ TEST(Config, HibernationSettings) {
   }
 }
 
+TEST(Config, WorkerPollWindow) {
+  EXPECT_EQ(parse_config("", "t.toml", "/base").host.worker_poll, std::chrono::microseconds(100));
+  EXPECT_EQ(parse_config("[host]\nworker_poll_microseconds = 0\n", "t.toml", "/base").host.worker_poll,
+            std::chrono::microseconds(0));
+  for (const auto* text : {"[host]\nworker_poll_microseconds = -1\n", "[host]\nworker_poll_microseconds = 1.5\n",
+                           "[host]\nworker_poll_microseconds = 1000001\n"}) {
+    try {
+      parse_config(text, "t.toml", "/base");
+      ADD_FAILURE() << text;
+    } catch (const worker::Error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(
+                                "t.toml:2:28: 'worker_poll_microseconds' must be a whole number from 0 to 1000000"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace isohost::pool
