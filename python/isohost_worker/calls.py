@@ -1,6 +1,7 @@
 """The `call` op: resolve "module:qualified.name", call it, hand back what it returns."""
 
 import importlib
+import sys
 
 from isohost_worker import frames
 from isohost_worker.errors import ARGUMENTS, CALL, DECODE, IMPORT, LOOKUP, Failure
@@ -50,8 +51,12 @@ def _unpickle_arguments(request):
 
 
 def _resolve(module_name, path):
+    obj = sys.modules.get(module_name)
     try:
-        obj = importlib.import_module(module_name)
+        # import_module's own first step, without its cost on every call: a module that is
+        # there and not still being imported (by another thread) is the one it would return.
+        if obj is None or getattr(getattr(obj, "__spec__", None), "_initializing", False):
+            obj = importlib.import_module(module_name)
     except BaseException as e:
         raise Failure(IMPORT, e, _beyond_here(e)) from None
     for name in path:

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "binding/pending_call.hpp"
+#include "pool/caller_polling.hpp"
 #include "pool/pool.hpp"
 #include "wire/frame.hpp"
 
@@ -101,11 +102,12 @@ py::tuple wait_for(PendingCall& pending) {
   // In slices, so that Ctrl-C (any signal handler that raises) interrupts the wait; the call
   // itself runs on in its worker, and its result is dropped when it comes.
   constexpr auto kSlice = std::chrono::milliseconds(100);
-  for (;;) {
+  static const auto poll_window = pool::caller_poll_window();
+  for (bool first = true;; first = false) {
     bool done = false;
     {
       py::gil_scoped_release release;
-      done = pending.wait_for(kSlice);
+      done = (first && pending.poll(poll_window)) || pending.wait_for(kSlice);
     }
     if (done) break;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();

@@ -7,11 +7,14 @@
 #include <cstdint>
 #include <system_error>
 
+#include "pool/caller_polling.hpp"
+
 namespace isohost::binding {
 
 void PendingCall::complete(worker::Outcome outcome) {
   std::lock_guard lock(mutex_);
   outcome_.emplace(std::move(outcome));
+  completed_flag_.store(true, std::memory_order_release);
   signal_event_locked();
   completed_.notify_all();
 }
@@ -30,6 +33,10 @@ bool PendingCall::wait_for(std::chrono::milliseconds limit) {
 bool PendingCall::done() const {
   std::lock_guard lock(mutex_);
   return outcome_.has_value();
+}
+
+bool PendingCall::poll(std::chrono::microseconds window) const {
+  return pool::poll_for(window, [this] { return completed_flag_.load(std::memory_order_acquire); });
 }
 
 int PendingCall::event_fd() {

@@ -5,11 +5,13 @@
 //
 //   auto pending = std::make_shared<PendingCall>();
 //   pool.submit(request, [pending](Outcome o) { pending->complete(std::move(o)); });
-//   const Outcome& outcome = pending->wait();   // with the GIL released
+//   pending->poll(pool::caller_poll_window());   // with the GIL released
+//   const Outcome& outcome = pending->wait();
 //
 // asyncio waits without a thread: event_fd() becomes readable once the outcome is in.
 // Thread safety: complete() on the loop thread, everything else on any thread.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -30,6 +32,9 @@ class PendingCall {
 
   [[nodiscard]] bool done() const;
 
+  // Polls for up to `window` without sleeping (pool/caller_polling.hpp); returns done().
+  bool poll(std::chrono::microseconds window) const;
+
   // Waits at most `limit`; returns whether the outcome is in.
   bool wait_for(std::chrono::milliseconds limit);
 
@@ -43,6 +48,8 @@ class PendingCall {
   mutable std::mutex mutex_;
   std::condition_variable completed_;
   std::optional<worker::Outcome> outcome_;
+  // Set once outcome_ is in, for poll(), which takes no lock.
+  std::atomic<bool> completed_flag_{false};
   wire::UniqueFd event_;
 };
 
