@@ -27,3 +27,7 @@ if [ "${1:-}" = all ]; then
   $bin bench start --rounds 500 | tee "$out/bench-start.txt"
   bench/gpu/hibernate.sh "$bin" "$out"
 fi
+# The device tool brings back at most 8 files from $OUT: hand it one archive instead.
+if [ -n "${OUT:-}" ]; then
+  tar -C "$out" -cf "$out.tar" . && rm -rf "${out:?}"/* && mv "$out.tar" "$out/results.tar"
+fi
