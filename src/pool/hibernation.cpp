@@ -175,14 +175,18 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
 
 void Pool::begin_wake(Slot& slot, Handler done) {
   auto w = slot.worker;
-  if (w->state() != WorkerState::hibernated || slot.wake_admitting) {
+  if (slot.wake_admitting) {
+    if (done) {
+      done(Outcome::success(
+          not_done("woken", describe(*w) + " is waiting for room on the card to wake")));
+    }
+    return;
+  }
+  if (w->state() != WorkerState::hibernated) {
     if (done) {
       done(Outcome::success(not_done(
           "woken",
-          describe(*w) + (slot.wake_admitting
-                              ? " is waiting for room on the card to wake"
-                              : " is " + std::string(worker::worker_state_name(w->state())) +
-                                    ", not hibernated"))));
+          describe(*w) + " is " + worker::worker_state_name(w->state()) + ", not hibernated")));
     }
     return;
   }
@@ -195,13 +199,13 @@ void Pool::begin_wake(Slot& slot, Handler done) {
   slot.wake_admitting = true;
   queue_admission(std::make_shared<Admission>(Admission{
       .env = slot.config.name,
-      .purpose = "wake",
+      .wake = true,
       .requester = w,
       .device = slot.config.device.value_or(0),
       .bytes = *moved,
       .asked_at = Clock::now(),
       .answer =
-          [this, &slot, w, done = std::move(done)](nlohmann::json answer) mutable {
+          [this, &slot, w, bytes = *moved, done = std::move(done)](nlohmann::json answer) mutable {
             if (slot.worker != w || w->state() != WorkerState::hibernated) {
               if (done)
                 done(Outcome::success(
@@ -213,9 +217,8 @@ void Pool::begin_wake(Slot& slot, Handler done) {
               fail_wake(slot,
                         Error(ErrorKind::wake_failed,
                               describe(*w) + " could not be woken: no room on the card for the " +
-                                  mib_text(slot.hibernation ? slot.hibernation->vram_moved
-                                                            : std::nullopt) +
-                                  " it moved off (" + answer.value("explanation", std::string()) +
+                                  mib_text(bytes) + " it moved off (" +
+                                  answer.value("explanation", std::string()) +
                                   "); it stays hibernated, its state intact",
                               answer),
                         std::move(done));

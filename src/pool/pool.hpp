@@ -203,8 +203,8 @@ class Pool {
   // reserve_vram, or the wake of a hibernated worker, which needs back what it moved off.
   struct Admission {
     std::string env;
-    // For the log: "reserve_vram" or "wake".
-    std::string purpose = "reserve_vram";
+    // A wake rather than a reserve_vram; the log says which.
+    bool wake = false;
     std::weak_ptr<worker::Worker> requester;
     unsigned device = 0;
     std::uint64_t bytes = 0;

@@ -227,7 +227,7 @@ void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory:
   for (const auto& step : job->steps_done) done += (done.empty() ? "" : ", ") + step;
   for (const auto& [env, why] : job->not_hibernated)
     explanation += "; could not hibernate '" + env + "': " + why;
-  const auto purpose = job->purpose == "wake" ? " for its wake" : "";
+  const auto purpose = job->wake ? " for its wake" : "";
   if (granted) {
     spdlog::info("admission granted {} MiB on GPU {} to '{}'{}{} in {:.3f} s: {}",
                  to_mib(job->bytes), job->device, job->env, purpose,
