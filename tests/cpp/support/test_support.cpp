@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "probe/proc_file.hpp"
 #include "probe/proc_stat.hpp"
 
 namespace isohost::test_support {
@@ -59,8 +59,9 @@ namespace {
 
 // Field 3 (state) and field 5 (pgrp) of /proc/PID/stat.
 bool read_stat(pid_t pid, char& state, pid_t& pgrp) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  // A process that ends between open and read fails the read with ESRCH, which an ifstream
+  // would throw from; read_file returns it.
+  const std::string text = probe::read_file(probe::proc_path(pid, "stat").c_str()).text;
   const auto close = text.rfind(')');
   if (close == std::string::npos) return false;
   std::istringstream rest(text.substr(close + 2));
