@@ -207,9 +207,10 @@ void Pool::begin_wake(Slot& slot, Handler done) {
       .answer =
           [this, &slot, w, bytes = *moved, done = std::move(done)](nlohmann::json answer) mutable {
             if (slot.worker != w || w->state() != WorkerState::hibernated) {
-              if (done)
+              if (done) {
                 done(Outcome::success(
                     not_done("woken", describe(*w) + " ended before it could be woken")));
+              }
               return;
             }
             slot.wake_admitting = false;
