@@ -13,7 +13,9 @@ sending side, none on the receiving side for arrays and tensors.
 
 import asyncio
 import json
+import logging
 import os
+import time
 
 import isohost_worker
 from isohost_worker import values
@@ -21,16 +23,19 @@ from isohost_worker.values import DeviceFallbackWarning
 
 from isohost import _isohost, config as _config
 from isohost.errors import (BadRequest, CallTimeout, ConfigError, ControlError, CrashLoop,
-                            DecodeError, EncodeError, Error, HostShuttingDown, ProtocolError,
-                            SpawnFailed, StartTimeout, TargetNotFound, UnknownEnvironment,
-                            WorkerCrashed, WorkerException, from_core)
+                            DecodeError, EncodeError, Error, HibernateFailed, HostShuttingDown,
+                            Interrupted, ProtocolError, SpawnFailed, StartTimeout, TargetNotFound,
+                            UnknownEnvironment, WakeFailed, WorkerCrashed, WorkerException,
+                            from_core)
 
 __all__ = [
-    "Host", "Error", "SpawnFailed", "StartTimeout", "ProtocolError", "WorkerCrashed",
+    "Host", "Call", "Error", "SpawnFailed", "StartTimeout", "ProtocolError", "WorkerCrashed",
     "CallTimeout", "WorkerException", "TargetNotFound", "BadRequest", "CrashLoop",
     "UnknownEnvironment", "HostShuttingDown", "ConfigError", "ControlError", "EncodeError",
-    "DecodeError", "DeviceFallbackWarning",
+    "DecodeError", "HibernateFailed", "WakeFailed", "Interrupted", "DeviceFallbackWarning",
 ]
+
+_log = logging.getLogger("isohost")
 
 # A JSON body past this goes pickled instead (a frame's body is at most 64 MiB).
 _JSON_LIMIT = 60 << 20
@@ -48,6 +53,7 @@ class Host:
 
     def __init__(self, config=None):
         self._peers = {}
+        self._ask_handlers = {}
         try:
             if config is None:
                 self._core = _isohost.Core.from_toml("", "(defaults)", os.getcwd(), _RUNTIME_DIR)
@@ -64,14 +70,31 @@ class Host:
     def call(self, env, target, *args, **kwargs):
         """Run `target` ("module:function") in environment `env`'s worker and return its
         result. Raises an isohost.Error subclass named for what went wrong."""
-        return self._finish(self._submit("call", env, target, args, kwargs), self._peer(env))
+        return self.start(env, target, *args, **kwargs).result()
+
+    def start(self, env, target, *args, **kwargs):
+        """call() without waiting: the Call in flight, to wait for (result), or to stop
+        (interrupt). The arguments are pickled here, before this returns."""
+        return Call(self, self._submit("call", env, target, args, kwargs), env, target)
 
     async def call_async(self, env, target, *args, **kwargs):
         """call() for asyncio: the event loop waits on a descriptor, no thread is held. The
-        arguments are pickled (one copy of each large buffer) before the first await."""
+        arguments are pickled (one copy of each large buffer) before the first await. The
+        call's asks are served on the loop's thread."""
         pending = self._submit("call", env, target, args, kwargs)
-        await _completion(pending)
+        await _completion(pending, self._serve_asks)
         return self._finish(pending, self._peer(env))
+
+    def on_ask(self, name, handler):
+        """Serve the worker's `isohost_worker.ask(name, value)` (and `tell`) with
+        `handler(value)`, whose return value (JSON) is the answer; an exception it raises
+        becomes isohost_worker.AskFailed in the worker, with its type and message. The handler
+        runs on the thread that waits for the call that asked (Host.call's caller, Call.result's,
+        the event loop's for call_async). None removes the handler."""
+        if handler is None:
+            self._ask_handlers.pop(name, None)
+        else:
+            self._ask_handlers[name] = handler
 
     def ps(self):
         """Every worker's state and memory, the host's own, and the device's (as `isohost ps
@@ -82,12 +105,12 @@ class Host:
         """Ask `env`'s worker to drop its caches; returns its receipt ({"released": False, ...}
         when none runs). Memfds this process keeps to send back to that worker are closed."""
         values.drop_spares(self._peer(env))
-        return self._finish(self._submit("release", env), self._peer(env))
+        return self._finish_now(self._submit("release", env), self._peer(env))
 
     def reap(self, env):
         """End `env`'s worker once it is idle; the next call starts a fresh one."""
         values.drop_spares(self._peer(env))
-        return self._finish(self._submit("reap", env), self._peer(env))
+        return self._finish_now(self._submit("reap", env), self._peer(env))
 
     def close(self):
         """Shut every worker down (shutdown frame, grace period, kill). Idempotent."""
@@ -137,9 +160,49 @@ class Host:
         except _isohost.CoreError as e:
             raise from_core(str(e)) from None
 
+    def _serve_asks(self, pending):
+        """Answers the asks (and runs the tells) that `pending`'s call made since the last time."""
+        for token, text in pending.take_asks():
+            body = json.loads(text)
+            name = body.get("name")
+            handler = self._ask_handlers.get(name)
+            try:
+                if handler is None:
+                    raise _Unsupported("this host has no handler for %r" % (name,))
+                reply = {"ok": True, "value": handler(body.get("value"))}
+                reply_text = json.dumps(reply, allow_nan=False)
+            except BaseException as e:
+                reply_text = json.dumps({"ok": False, "error": {
+                    "type": _type_name(type(e)), "message": _safe_str(e)}})
+                if body.get("op") == "tell":
+                    _log.warning("a tell %r from the worker failed: %s: %s",
+                                 name, _type_name(type(e)), _safe_str(e))
+                pending.answer(token, reply_text)
+                if not isinstance(e, Exception):
+                    raise
+                continue
+            pending.answer(token, reply_text)
+
+    def _wait(self, pending, timeout=None):
+        """Serves the call's asks until its outcome is in; False if `timeout` passed first."""
+        deadline = None if timeout is None else _now() + max(0.0, timeout)
+        while True:
+            left = None if deadline is None else max(0.0, deadline - _now())
+            event = pending.wait_event(left)
+            if event == "asks":
+                self._serve_asks(pending)
+            elif event == "done":
+                return True
+            elif deadline is not None and _now() >= deadline:
+                return False
+
+    def _finish_now(self, pending, peer):
+        self._wait(pending)
+        return self._finish(pending, peer)
+
     @staticmethod
     def _finish(pending, peer):
-        kind, text, fds = pending.wait()
+        kind, text, fds = pending.outcome()
         if kind == "value":
             return json.loads(text)
         if kind == "pickle":
@@ -149,6 +212,73 @@ class Host:
                 raise DecodeError("the result could not be unpickled here: %s: %s"
                                   % (type(e).__name__, e)) from e
         raise from_core(text)
+
+
+class Call:
+    """A call in flight (Host.start). Its asks are served while someone waits in result()."""
+
+    def __init__(self, host, pending, env, target):
+        self._host = host
+        self._pending = pending
+        self._peer = host._peer(env)
+        self.env = env
+        self.target = target
+        self._finished = False
+        self._value = None
+        self._error = None
+
+    def result(self, timeout=None):
+        """The call's value, or its named isohost error raised. With `timeout` (seconds), raises
+        TimeoutError if the call has not ended by then; it runs on and may be waited for again."""
+        if not self._finished:
+            if not self._host._wait(self._pending, timeout):
+                raise TimeoutError("%s in %r is still running after %g s"
+                                   % (self.target, self.env, timeout))
+            try:
+                self._value = self._host._finish(self._pending, self._peer)
+            except Error as e:
+                self._error = e
+            self._finished = True
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def interrupt(self, grace_seconds=5.0):
+        """Stop the call: one still queued fails with Interrupted at once; a running one is
+        asked to stop (the worker raises in the call's thread, isohost_worker.on_interrupt),
+        and if it has not ended `grace_seconds` later its worker is killed and the call fails
+        with Interrupted. A call that has ended is left as it is."""
+        self._host._core_call(self._host._core.interrupt, self._pending, float(grace_seconds))
+
+    def done(self):
+        """Whether the outcome is in (result() would not wait, but for asks still unserved)."""
+        return self._pending.done()
+
+
+class _Unsupported(Exception):
+    """No handler for an ask's name; the worker sees the type "Unsupported"."""
+
+
+def _type_name(cls):
+    """As the worker runtime names exception types (errors.type_name): qualified but for
+    builtins."""
+    module = getattr(cls, "__module__", None)
+    if cls is _Unsupported:
+        return "Unsupported"
+    if module in (None, "builtins"):
+        return cls.__qualname__
+    return "%s.%s" % (module, cls.__qualname__)
+
+
+def _safe_str(e):
+    try:
+        return str(e)
+    except Exception:
+        return "<str() failed>"
+
+
+def _now():
+    return time.monotonic()
 
 
 class _Peer:
@@ -169,17 +299,21 @@ def _encode(value, peer):
                           % (type(e).__name__, e)) from e
 
 
-async def _completion(pending):
+async def _completion(pending, serve_asks):
+    """Waits on the call's eventfd, serving its asks, until its outcome is in."""
     loop = asyncio.get_running_loop()
-    done = loop.create_future()
     fd = pending.fileno()
-
-    def on_readable():
-        if not done.done():
-            done.set_result(None)
-
-    loop.add_reader(fd, on_readable)
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
+    while True:
+        serve_asks(pending)
+        if pending.done():
+            return
+        woke = loop.create_future()
+        loop.add_reader(fd, lambda: woke.done() or woke.set_result(None))
+        try:
+            await woke
+        finally:
+            loop.remove_reader(fd)
+        try:
+            os.read(fd, 8)  # drained: the next ask or the outcome makes it readable again
+        except BlockingIOError:
+            pass

@@ -81,6 +81,20 @@ class DecodeError(Error):
     the arguments in the worker, or the result here."""
 
 
+class HibernateFailed(Error):
+    """The driver failed part-way through hibernating an idle worker; it was retired."""
+
+
+class WakeFailed(Error):
+    """A hibernated worker could not be woken (no room on the card, or the driver failed)."""
+
+
+class Interrupted(Error):
+    """The call was interrupted (Call.interrupt): dropped before it ran, or its worker did not
+    stop within the grace period and was killed. A call that stopped in time raises what the
+    worker raised instead (a WorkerException)."""
+
+
 _BY_KIND = {cls.__name__: cls for cls in Error.__subclasses__()}
 for _name, _cls in _BY_KIND.items():
     _cls.kind = _name

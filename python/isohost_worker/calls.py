@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-from isohost_worker import frames
+from isohost_worker import frames, interrupts
 from isohost_worker.errors import ARGUMENTS, CALL, DECODE, IMPORT, LOOKUP, Failure
 
 
@@ -11,7 +11,8 @@ def call(request):
     module_name, path, args, kwargs = _parse(request)
     function = _resolve(module_name, path)
     try:
-        return function(*args, **kwargs)
+        with interrupts.armed(request.get("id")):
+            return function(*args, **kwargs)
     except BaseException as e:  # SystemExit too: a call must not end the worker
         raise Failure(CALL, e, _beyond_here(e)) from None
 

@@ -25,6 +25,17 @@ class Failure(Exception):
         self.tb = tb
 
 
+class AskFailed(RuntimeError):
+    """The host did not answer a worker's ask with a value: its handler raised (`type_name` is
+    that exception's type, qualified as type_name() qualifies), or it has none ("Unsupported")."""
+
+    def __init__(self, name, type_name, message):
+        super().__init__("the host's answer to %r: %s: %s" % (name, type_name, message))
+        self.name = name
+        self.type_name = type_name
+        self.message = message
+
+
 def type_name(cls):
     """`ValueError` for builtins, `package.module.Class` otherwise, so the host can tell a
     user's `errors.TimeoutError` from the builtin one."""

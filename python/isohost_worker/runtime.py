@@ -17,7 +17,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import calls, errors, frames, memory, replies
+from isohost_worker import calls, errors, frames, interrupts, memory, replies
 
 MAIN = "main"
 SIDE = "side"
@@ -48,6 +48,7 @@ class Runtime:
             "woken": (SIDE, memory.woken),
             "shutdown": (MAIN, None),
             "answer": (SIDE, self._answered),
+            "interrupt": (SIDE, interrupts.interrupt),
         }
         # Worker requests in flight: id -> [threading.Event, answer]. Their ids are the
         # worker's own, apart from the host's request ids.
@@ -65,8 +66,10 @@ class Runtime:
         waiter[0].wait()
         answer = waiter[1]
         if not answer.get("ok"):
-            error = answer.get("error") or {}
-            raise RuntimeError("the host refused %r: %s" % (message.get("op"), error.get("message")))
+            error = answer.get("error")
+            error = error if isinstance(error, dict) else {}
+            raise errors.AskFailed(message.get("name") or message.get("op"),
+                                   str(error.get("type", "Error")), str(error.get("message", "")))
         return answer.get("value")
 
     def tell(self, message):

@@ -9,7 +9,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,9 +72,23 @@ class Core {
     pool::Request request{request_kind(kind), env, parse_message(message_text),
                           wire::SharedFds(std::move(owned))};
     auto pending = std::make_shared<PendingCall>();
+    if (request.kind == pool::Request::Kind::call) {
+      request.ticket = pending->ticket = pool_->new_ticket();
+      request.on_ask = [pending](const nlohmann::json& ask, PendingCall::Answer answer) {
+        pending->ask(ask, std::move(answer));
+      };
+    }
     pool_->submit(std::move(request),
                   [pending](worker::Outcome outcome) { pending->complete(std::move(outcome)); });
     return pending;
+  }
+
+  // Stops the call `pending` (Pool::interrupt); nothing once it has ended.
+  void interrupt(const PendingCall& pending, double grace_seconds) {
+    refuse_if_closed();
+    const auto grace = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(std::clamp(grace_seconds, 0.0, 86400.0)));
+    pool_->interrupt(pending.ticket, grace);
   }
 
   std::string status() {
@@ -96,23 +113,60 @@ class Core {
   bool closed_ = false;
 };
 
-// ("value", json, []) | ("pickle", description, [fds]) | ("error", worker::Error as JSON, []).
-// The descriptors become the caller's.
-py::tuple wait_for(PendingCall& pending) {
-  // In slices, so that Ctrl-C (any signal handler that raises) interrupts the wait; the call
-  // itself runs on in its worker, and its result is dropped when it comes.
-  constexpr auto kSlice = std::chrono::milliseconds(100);
+// Waits, with the GIL released, for the outcome or an ask: "done", "asks", or "timeout" once
+// `timeout` seconds have passed (None: never). In slices, so that Ctrl-C (any signal handler
+// that raises) interrupts the wait; the call itself runs on in its worker.
+std::string wait_event(PendingCall& pending, std::optional<double> timeout) {
+  using Clock = std::chrono::steady_clock;
+  constexpr std::chrono::milliseconds kSlice(100);
   static const auto poll_window = pool::caller_poll_window();
+  const auto deadline =
+      timeout ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(std::max(0.0, *timeout)))
+              : Clock::time_point::max();
   for (bool first = true;; first = false) {
-    bool done = false;
+    auto slice = kSlice;
+    if (timeout) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      slice = std::clamp(left, std::chrono::milliseconds(0), kSlice);
+    }
+    PendingCall::Event event = PendingCall::Event::timeout;
     {
       py::gil_scoped_release release;
-      done = (first && pending.poll(poll_window)) || pending.wait_for(kSlice);
+      event = pending.wait_event(slice, first ? poll_window : std::chrono::microseconds(0));
     }
-    if (done) break;
+    if (event == PendingCall::Event::done) return "done";
+    if (event == PendingCall::Event::asks) return "asks";
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (timeout && Clock::now() >= deadline) return "timeout";
   }
-  const worker::Outcome* outcome = &pending.wait();
+}
+
+// [(token, body as JSON text)]: the asks and tells that came since the last take.
+py::list take_asks(PendingCall& pending) {
+  py::list out;
+  for (auto& ask : pending.take_asks()) out.append(py::make_tuple(ask.token, dump(ask.body)));
+  return out;
+}
+
+// `reply_text`: {"ok": true, "value": V} or {"ok": false, "error": {"type", "message"}}.
+void answer(PendingCall& pending, std::uint64_t token, const std::string& reply_text) {
+  auto reply = nlohmann::json::parse(reply_text, nullptr, /*allow_exceptions=*/false);
+  if (reply.is_discarded() || !reply.is_object()) {
+    reply = {{"ok", false},
+             {"error", {{"type", "BadAnswer"}, {"message", "the host's answer was not a JSON object"}}}};
+  }
+  pending.answer(token, std::move(reply));
+}
+
+// ("value", json, []) | ("pickle", description, [fds]) | ("error", worker::Error as JSON, []),
+// once wait_event said "done". The descriptors become the caller's.
+py::tuple outcome(PendingCall& pending) {
+  const worker::Outcome* outcome = nullptr;
+  {
+    py::gil_scoped_release release;
+    outcome = &pending.wait();
+  }
   if (!outcome->ok()) return py::make_tuple("error", dump(outcome->error().to_json()), py::list());
   if (outcome->pickle().is_null())
     return py::make_tuple("value", dump(outcome->value()), py::list());
@@ -146,7 +200,12 @@ PYBIND11_MODULE(_isohost, m) {
   });
 
   py::class_<PendingCall, std::shared_ptr<PendingCall>>(m, "PendingCall")
-      .def("wait", &binding::wait_for, "Block (GIL released) until the outcome is in")
+      .def("wait_event", &binding::wait_event, py::arg("timeout") = py::none(),
+           "Block (GIL released) until the outcome or an ask is in: 'done', 'asks' or 'timeout'")
+      .def("take_asks", &binding::take_asks)
+      .def("answer", &binding::answer, py::arg("token"), py::arg("reply"))
+      .def("outcome", &binding::outcome, "The outcome, once wait_event said 'done'")
+      .def_readonly("ticket", &PendingCall::ticket)
       .def("done", &PendingCall::done)
       .def("fileno", &PendingCall::event_fd, "An eventfd readable once the outcome is in");
 
@@ -164,6 +223,7 @@ PYBIND11_MODULE(_isohost, m) {
           py::arg("text"), py::arg("source"), py::arg("base_dir"), py::arg("runtime_dir"))
       .def("submit", &Core::submit, py::arg("kind"), py::arg("env"), py::arg("message"),
            py::arg("fds"))
+      .def("interrupt", &Core::interrupt, py::arg("pending"), py::arg("grace_seconds"))
       .def("status", &Core::status)
       .def("close", &Core::close);
 }

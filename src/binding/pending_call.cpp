@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <system_error>
+#include <utility>
 
 #include "pool/caller_polling.hpp"
 
@@ -13,10 +14,50 @@ namespace isohost::binding {
 
 void PendingCall::complete(worker::Outcome outcome) {
   std::lock_guard lock(mutex_);
+  answers_.clear();
   outcome_.emplace(std::move(outcome));
   completed_flag_.store(true, std::memory_order_release);
   signal_event_locked();
   completed_.notify_all();
+}
+
+void PendingCall::ask(nlohmann::json body, Answer answer) {
+  std::lock_guard lock(mutex_);
+  if (outcome_) return;
+  const auto token = next_token_++;
+  answers_.emplace(token, std::move(answer));
+  asks_.push_back(Ask{token, std::move(body)});
+  asked_flag_.store(true, std::memory_order_release);
+  signal_event_locked();
+  completed_.notify_all();
+}
+
+std::vector<PendingCall::Ask> PendingCall::take_asks() {
+  std::lock_guard lock(mutex_);
+  asked_flag_.store(false, std::memory_order_relaxed);
+  return std::exchange(asks_, {});
+}
+
+void PendingCall::answer(std::uint64_t token, nlohmann::json reply) {
+  // Under the lock, so that complete() (after which the pool may be gone) cannot run between
+  // finding the answer and handing it to the pool.
+  std::lock_guard lock(mutex_);
+  const auto it = answers_.find(token);
+  if (it == answers_.end()) return;
+  auto answer = std::move(it->second);
+  answers_.erase(it);
+  answer(std::move(reply));
+}
+
+PendingCall::Event PendingCall::wait_event(std::chrono::milliseconds limit,
+                                           std::chrono::microseconds poll_window) {
+  pool::poll_for(poll_window, [this] {
+    return completed_flag_.load(std::memory_order_acquire) || asked_flag_.load(std::memory_order_acquire);
+  });
+  std::unique_lock lock(mutex_);
+  completed_.wait_for(lock, limit, [this] { return outcome_.has_value() || !asks_.empty(); });
+  if (!asks_.empty()) return Event::asks;
+  return outcome_ ? Event::done : Event::timeout;
 }
 
 const worker::Outcome& PendingCall::wait() {
@@ -25,18 +66,9 @@ const worker::Outcome& PendingCall::wait() {
   return *outcome_;
 }
 
-bool PendingCall::wait_for(std::chrono::milliseconds limit) {
-  std::unique_lock lock(mutex_);
-  return completed_.wait_for(lock, limit, [this] { return outcome_.has_value(); });
-}
-
 bool PendingCall::done() const {
   std::lock_guard lock(mutex_);
   return outcome_.has_value();
-}
-
-bool PendingCall::poll(std::chrono::microseconds window) const {
-  return pool::poll_for(window, [this] { return completed_flag_.load(std::memory_order_acquire); });
 }
 
 int PendingCall::event_fd() {

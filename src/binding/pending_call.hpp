@@ -5,17 +5,27 @@
 //
 //   auto pending = std::make_shared<PendingCall>();
 //   pool.submit(request, [pending](Outcome o) { pending->complete(std::move(o)); });
-//   pending->poll(pool::caller_poll_window());   // with the GIL released
+//   pending->wait_event(100ms, pool::caller_poll_window());   // with the GIL released
 //   const Outcome& outcome = pending->wait();
 //
-// asyncio waits without a thread: event_fd() becomes readable once the outcome is in.
-// Thread safety: complete() on the loop thread, everything else on any thread.
+// A call's asks (docs/protocol.md, "Asks") are served on the thread that waits for it:
+// wait_event() wakes for them too, take_asks() hands them over, answer() replies.
+//
+// asyncio waits without a thread: event_fd() becomes readable once the outcome is in, and
+// whenever an ask comes (the reader drains it).
+// Thread safety: complete() and ask() on the loop thread, everything else on any thread.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "wire/unique_fd.hpp"
 #include "worker/error.hpp"
@@ -24,19 +34,36 @@ namespace isohost::binding {
 
 class PendingCall {
  public:
-  // Loop thread, once: stores the outcome and wakes every waiter.
+  using Answer = std::function<void(nlohmann::json reply)>;
+  // An ask or tell from the worker, waiting for the caller's thread to serve it.
+  struct Ask {
+    std::uint64_t token;
+    nlohmann::json body;
+  };
+  enum class Event { done, asks, timeout };
+
+  // Loop thread, once: stores the outcome and wakes every waiter. Asks not yet answered are
+  // dropped: the call that made them has ended.
   void complete(worker::Outcome outcome);
+
+  // Loop thread: the worker asked something during the call; wakes a waiter to serve it.
+  void ask(nlohmann::json body, Answer answer);
+  // Any thread: the asks that came since the last take, in order.
+  std::vector<Ask> take_asks();
+  // Any thread: answers an ask taken earlier; an unknown token (a tell, or a call that ended)
+  // does nothing.
+  void answer(std::uint64_t token, nlohmann::json reply);
+  // Waits at most `limit` for the outcome or an ask, after polling for `poll_window`.
+  Event wait_event(std::chrono::milliseconds limit, std::chrono::microseconds poll_window);
 
   // Blocks until complete() has run. The Outcome lives as long as this object.
   const worker::Outcome& wait();
 
   [[nodiscard]] bool done() const;
 
-  // Polls for up to `window` without sleeping (pool/caller_polling.hpp); returns done().
-  bool poll(std::chrono::microseconds window) const;
+  // The pool's name for the call (Pool::interrupt); 0 for other requests.
+  std::uint64_t ticket = 0;
 
-  // Waits at most `limit`; returns whether the outcome is in.
-  bool wait_for(std::chrono::milliseconds limit);
 
   // An eventfd that is readable once the outcome is in; made on first use. Throws
   // std::system_error.
@@ -47,8 +74,13 @@ class PendingCall {
 
   mutable std::mutex mutex_;
   std::condition_variable completed_;
+  std::vector<Ask> asks_;
+  std::map<std::uint64_t, Answer> answers_;
+  std::uint64_t next_token_ = 1;
+  // Set while asks_ is not empty, for wait_event's poll, which takes no lock.
+  std::atomic<bool> asked_flag_{false};
   std::optional<worker::Outcome> outcome_;
-  // Set once outcome_ is in, for poll(), which takes no lock.
+  // Set once outcome_ is in, for wait_event's poll, which takes no lock.
   std::atomic<bool> completed_flag_{false};
   wire::UniqueFd event_;
 };

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <asio/post.hpp>
@@ -208,6 +209,31 @@ void Pool::submit(Request request, Handler handler) {
   asio::post(io_, [this, request = std::move(request), handler = std::move(handler)]() mutable {
     submit_on_loop(std::move(request), std::move(handler));
   });
+}
+
+void Pool::interrupt(std::uint64_t ticket, std::chrono::milliseconds grace) {
+  asio::post(io_, [this, ticket, grace] { interrupt_on_loop(ticket, grace); });
+}
+
+void Pool::interrupt_on_loop(std::uint64_t ticket, std::chrono::milliseconds grace) {
+  if (ticket == 0) return;
+  for (auto& [name, slot] : slots_) {
+    if (slot.ticket_in_flight == ticket && slot.worker) {
+      spdlog::info("interrupting the call in flight in worker '{}' (grace {} ms)", name, grace.count());
+      slot.worker->interrupt(grace);
+      return;
+    }
+    const auto queued = std::find_if(slot.queue.begin(), slot.queue.end(),
+                                     [ticket](const Pending& p) { return p.request.ticket == ticket; });
+    if (queued != slot.queue.end()) {
+      auto pending = std::move(*queued);
+      slot.queue.erase(queued);
+      pending.request.buffers.close();
+      pending.handler(Outcome::failure(
+          Error(ErrorKind::interrupted, "the call was interrupted before worker '" + name + "' ran it")));
+      return;
+    }
+  }
 }
 
 std::future<nlohmann::json> Pool::call(const std::string& env, const std::string& target,
@@ -427,6 +453,16 @@ void Pool::pump(Slot& slot) {
   dispatch(slot, std::move(pending));
 }
 
+worker::Worker::AskHandler Pool::ask_handler(decltype(Request::on_ask) on_ask) {
+  if (!on_ask) return nullptr;
+  // The caller answers from its own thread; the worker is written to from the loop only.
+  return [this, on_ask = std::move(on_ask)](const nlohmann::json& ask, worker::Worker::AskAnswer answer) {
+    on_ask(ask, [this, answer = std::move(answer)](nlohmann::json reply) {
+      asio::post(io_, [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
+    });
+  };
+}
+
 void Pool::dispatch(Slot& slot, Pending pending) {
   auto& request = pending.request;
   if (request.kind == Request::Kind::reap) {
@@ -454,8 +490,11 @@ void Pool::dispatch(Slot& slot, Pending pending) {
     timeout = config_.host.shutdown_grace + call_timeout(slot);
   }
   auto w = slot.worker;
+  slot.ticket_in_flight = request.ticket;
   w->request(std::move(message), timeout, what,
-             [this, &slot, w, kind = request.kind, handler = std::move(pending.handler)](Outcome outcome) {
+             [this, &slot, w, kind = request.kind, ticket = request.ticket,
+              handler = std::move(pending.handler)](Outcome outcome) {
+               if (slot.ticket_in_flight == ticket) slot.ticket_in_flight = 0;
                // A worker that answered, even with the function's exception, is healthy.
                if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
                  slot.backoff.record_success();
@@ -474,7 +513,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
                handler(std::move(outcome));
                pump(slot);
              },
-             request.buffers.take());
+             request.buffers.take(), ask_handler(std::move(request.on_ask)));
 }
 
 void Pool::start_worker(Slot& slot) {

@@ -135,6 +135,13 @@ struct Request {
   // call: the memfds of a pickled value in `message` ("pickle"), forwarded to the worker
   // untouched (docs/protocol.md, "Values").
   wire::SharedFds buffers;
+  // call: serves the worker's asks and tells while this call runs (docs/protocol.md, "Asks").
+  // Runs on the loop thread and must not block; its `answer` may be called once, from any
+  // thread, while the pool lives. Unset: the worker's asks are answered as unsupported.
+  std::function<void(const nlohmann::json& ask, std::function<void(nlohmann::json reply)> answer)>
+      on_ask;
+  // call: names it for Pool::interrupt (Pool::new_ticket); 0: it cannot be interrupted.
+  std::uint64_t ticket = 0;
 
   static Request call(std::string env, std::string target, nlohmann::json args = nlohmann::json::array(),
                       nlohmann::json kwargs = nlohmann::json::object());
@@ -160,6 +167,13 @@ class Pool {
   // Any thread: `handler` runs once on the loop thread with the whole Outcome (a pickled
   // value and its descriptors included), so it must not block.
   void submit(Request request, Handler handler);
+
+  // Any thread: a ticket no other request of this pool has (Request::ticket).
+  std::uint64_t new_ticket() { return next_ticket_.fetch_add(1) + 1; }
+  // Any thread: stops the call with this ticket. Still queued: it fails with Interrupted at
+  // once. Running: its worker is asked to stop it, and killed if it has not after `grace`
+  // (Worker::interrupt). Finished or unknown: nothing happens.
+  void interrupt(std::uint64_t ticket, std::chrono::milliseconds grace);
 
   // Any thread: stops taking work and ends every worker; returns at once. The loop thread
   // exits once the last worker is reaped (and `on_stopped` hooks have run).
@@ -228,6 +242,8 @@ class Pool {
     std::shared_ptr<worker::Worker> worker;
     unsigned generation = 0;
     std::deque<Pending> queue;
+    // The ticket of the call its worker runs now (0: none, or one without a ticket).
+    std::uint64_t ticket_in_flight = 0;
     CrashBackoff backoff;
     std::uint64_t calls = 0;
     Clock::time_point idle_since = Clock::now();
@@ -253,6 +269,7 @@ class Pool {
   };
 
   void pump(Slot& slot);
+  void interrupt_on_loop(std::uint64_t ticket, std::chrono::milliseconds grace);
   void start_worker(Slot& slot);
   // The two ways start_worker brings a worker up (pool_zygote.cpp for the fork).
   void spawn_worker(Slot& slot, unsigned generation);
@@ -264,6 +281,8 @@ class Pool {
                      const char* origin);
   void make_zygotes();
   void dispatch(Slot& slot, Pending pending);
+  // Request::on_ask as the worker takes it: answers posted back to the loop.
+  worker::Worker::AskHandler ask_handler(decltype(Request::on_ask) on_ask);
   void retire(Slot& slot, const std::string& reason);
   void arm_idle_timers(Slot& slot);
   // Runs `action` once the slot's worker has been idle for `window` (zero: never).
@@ -316,6 +335,7 @@ class Pool {
   std::map<std::string, Slot> slots_;
   // Every worker not yet reaped, current or retiring.
   std::vector<std::shared_ptr<worker::Worker>> live_;
+  std::atomic<std::uint64_t> next_ticket_{0};
   bool shutting_down_ = false;
   bool stopped_ = false;
   std::vector<std::function<void()>> stopped_hooks_;

@@ -1,6 +1,7 @@
 #include "pool/zygote.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <system_error>

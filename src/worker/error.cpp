@@ -6,7 +6,7 @@
 namespace isohost::worker {
 namespace {
 
-constexpr std::array<std::pair<ErrorKind, const char*>, 17> kNames{{
+constexpr std::array<std::pair<ErrorKind, const char*>, 18> kNames{{
     {ErrorKind::spawn_failed, "SpawnFailed"},
     {ErrorKind::start_timeout, "StartTimeout"},
     {ErrorKind::protocol_error, "ProtocolError"},
@@ -24,6 +24,7 @@ constexpr std::array<std::pair<ErrorKind, const char*>, 17> kNames{{
     {ErrorKind::wake_failed, "WakeFailed"},
     {ErrorKind::encode_error, "EncodeError"},
     {ErrorKind::decode_error, "DecodeError"},
+    {ErrorKind::interrupted, "Interrupted"},
 }};
 
 }  // namespace

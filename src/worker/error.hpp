@@ -31,6 +31,8 @@ enum class ErrorKind {
   wake_failed,          // the driver failed to restore a hibernated worker; it was retired
   encode_error,         // a value could not be pickled (a call's arguments or its result)
   decode_error,         // a pickled value could not be unpickled, or its buffers do not match
+  interrupted,          // the caller interrupted the call: it was dropped from the queue, or its
+                        // worker did not stop within the grace period and was killed
 };
 
 // "WorkerCrashed", "CallTimeout", ...: stable names, part of the interface.

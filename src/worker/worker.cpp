@@ -95,7 +95,8 @@ Worker::Worker(asio::io_context& io, WorkerOptions options, Events events)
       pidfd_(io),
       start_timer_(io),
       call_timer_(io),
-      stop_timer_(io) {}
+      stop_timer_(io),
+      interrupt_timer_(io) {}
 
 Worker::~Worker() {
   // The pool lets go of a worker only once it is dead; anything else is a bug that must not
@@ -270,7 +271,17 @@ void Worker::handle_frame(Lane& lane, wire::Frame frame) {
   }
 }
 
-bool Worker::is_worker_request(const std::string& op) { return op == "reserve_vram" || op == "reserve_done"; }
+bool Worker::is_worker_request(const std::string& op) {
+  return op == "reserve_vram" || op == "reserve_done" || op == "ask" || op == "tell";
+}
+
+namespace {
+
+nlohmann::json unsupported(const std::string& message) {
+  return {{"ok", false}, {"error", {{"type", "Unsupported"}, {"message", message}}}};
+}
+
+}  // namespace
 
 void Worker::handle_worker_request(const nlohmann::json& body) {
   std::optional<std::int64_t> id;
@@ -278,24 +289,71 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
     if (!field->is_number_integer()) throw wire::WireError("worker request with a non-integer id");
     id = field->get<std::int64_t>();
   }
+  const auto op = body.value("op", std::string());
+  if (op == "ask" || op == "tell") {
+    handle_ask(body, op == "ask" ? id : std::nullopt);
+    return;
+  }
+  if (!events_.on_worker_request) {
+    if (id) send_answer(*id, unsupported("this host does not serve worker requests"));
+    return;
+  }
   auto answer = [weak = weak_from_this(), id](nlohmann::json value) {
     auto self = weak.lock();
-    if (!id || !self || self->state_ == WorkerState::dead) return;
-    self->send(self->side_,
-               {{"op", "answer"}, {"id", *id}, {"ok", true}, {"value", std::move(value)}});
+    if (!id || !self) return;
+    self->send_answer(*id, {{"ok", true}, {"value", std::move(value)}});
   };
-  if (!events_.on_worker_request) {
+  events_.on_worker_request(body, std::move(answer));
+}
+
+void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> id) {
+  if (body.value("op", std::string()) == "ask" && !id) throw wire::WireError("ask without an integer id");
+  const auto name = body.find("name");
+  std::string refusal;
+  if (name == body.end() || !name->is_string()) {
+    refusal = "an ask needs a string 'name'";
+  } else if (!main_on_ask_) {
+    refusal = main_handler_ ? "the caller of " + main_what_ + " serves no asks"
+                            : "no call is in flight to ask";
+  }
+  if (!refusal.empty()) {
     if (id) {
-      send(side_,
-           {{"op", "answer"},
-            {"id", *id},
-            {"ok", false},
-            {"error",
-             {{"type", "Unsupported"}, {"message", "this host does not serve worker requests"}}}});
+      send_answer(*id, unsupported(refusal));
+    } else {
+      spdlog::warn("{}: a tell was dropped: {}", identity(), refusal);
     }
     return;
   }
-  events_.on_worker_request(body, std::move(answer));
+  auto answered = std::make_shared<bool>(false);
+  main_on_ask_(body, [weak = weak_from_this(), id, answered](nlohmann::json reply) {
+    auto self = weak.lock();
+    if (!id || !self || *answered) return;
+    *answered = true;
+    self->send_answer(*id, std::move(reply));
+  });
+}
+
+void Worker::send_answer(std::int64_t id, nlohmann::json reply) {
+  if (state_ == WorkerState::dead) return;
+  reply["op"] = "answer";
+  reply["id"] = id;
+  send(side_, reply);
+}
+
+void Worker::interrupt(std::chrono::milliseconds grace) {
+  if (!main_handler_ || interrupted_id_ == main_id_) return;
+  interrupted_id_ = main_id_;
+  const auto query_id = next_id_++;
+  side_handlers_.emplace(query_id, [](const Outcome&) {});
+  send(side_, {{"op", "interrupt"}, {"id", query_id}, {"call", main_id_}});
+  interrupt_timer_.expires_after(grace);
+  interrupt_timer_.async_wait([self = shared_from_this(), id = main_id_, grace](const asio::error_code& ec) {
+    if (ec || self->main_id_ != id || !self->main_handler_) return;
+    self->condemn(Error(ErrorKind::interrupted,
+                        fmt::format("{} did not stop within {:g} s of its interrupt; {} and its "
+                                    "process group were killed",
+                                    self->main_what_, grace.count() / 1000.0, self->identity())));
+  });
 }
 
 void Worker::handle_hello(const nlohmann::json& body) {
@@ -325,9 +383,11 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
   if (id == main_id_ && main_handler_) {
     handler = std::move(main_handler_);
     main_handler_ = nullptr;
+    main_on_ask_ = nullptr;
     main_id_ = 0;
     what = main_what_;
     call_timer_.cancel();
+    interrupt_timer_.cancel();
     if (state_ == WorkerState::busy) state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
   } else if (auto it = side_handlers_.find(id); it != side_handlers_.end()) {
     handler = std::move(it->second);
@@ -353,7 +413,7 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
 }
 
 void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
-                     Handler handler, std::vector<wire::UniqueFd> buffers) {
+                     Handler handler, std::vector<wire::UniqueFd> buffers, AskHandler on_ask) {
   if (state_ != WorkerState::ready) {
     handler(Outcome::failure(Error(ErrorKind::bad_request,
                                    identity() + " cannot take a request while " +
@@ -363,6 +423,7 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
   main_id_ = next_id_++;
   main_what_ = std::move(what);
   main_handler_ = std::move(handler);
+  main_on_ask_ = std::move(on_ask);
   state_ = WorkerState::busy;
   message["id"] = main_id_;
   if (timeout.count() > 0) {
@@ -490,7 +551,8 @@ void Worker::on_process_exit() {
   const bool was_starting = state_ == WorkerState::starting;
   const Error error = death_error(status);
   state_ = WorkerState::dead;
-  for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_}) timer->cancel();
+  for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_, &interrupt_timer_}) timer->cancel();
+  main_on_ask_ = nullptr;
   asio::error_code ignored;
   main_.socket.close(ignored);
   side_.socket.close(ignored);
@@ -506,9 +568,13 @@ void Worker::on_process_exit() {
   auto side = std::move(side_handlers_);
   side_handlers_.clear();
   for (auto& [id, handler] : side) handler(Outcome::failure(error));
-  const bool expected = expected_exit_ && (!cause_ || cause_->kind() == ErrorKind::shutting_down);
+  // A worker killed because its caller's interrupt went unheeded did what it was asked to stop
+  // doing: that is no crash, and counts nothing towards the environment's back-off.
+  const bool interrupted = cause_ && cause_->kind() == ErrorKind::interrupted;
+  const bool expected =
+      interrupted || (expected_exit_ && (!cause_ || cause_->kind() == ErrorKind::shutting_down));
   spdlog::log(expected ? spdlog::level::info : spdlog::level::warn, "{} ended: {}", identity(),
-              expected ? status.describe() : std::string(error.what()));
+              expected && !interrupted ? status.describe() : std::string(error.what()));
   if (events_.on_exit) events_.on_exit(ExitReport{status, expected, error.what()});
 }
 

@@ -120,6 +120,13 @@ class Worker : public std::enable_shared_from_this<Worker> {
  public:
   using Clock = std::chrono::steady_clock;
   using Handler = std::function<void(Outcome)>;
+  // Answers a worker's `ask` with {"ok": true, "value": V} or {"ok": false, "error": {"type",
+  // "message"}}; loop thread only, once (later calls, or calls after the worker died, do nothing).
+  using AskAnswer = std::function<void(nlohmann::json reply)>;
+  // What the caller of a call does with the `ask` and `tell` frames the worker sends while that
+  // call runs (docs/protocol.md, "Asks"): `ask` is the frame's body ({"op", "name", "value"});
+  // for a `tell` the answer does nothing. Runs on the loop thread.
+  using AskHandler = std::function<void(const nlohmann::json& ask, AskAnswer answer)>;
 
   struct Events {
     // Once: nullptr when hello arrived, else the reason the start failed.
@@ -153,8 +160,16 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // group is killed and the handler gets CallTimeout. `what` names the request in errors.
   // `buffers` ride with the message (a pickled value's memfds) and are closed here once sent;
   // descriptors that come with the reply reach the handler in Outcome::buffers().
+  // `on_ask` serves the asks and tells the worker makes during this request; without one they
+  // are answered as unsupported.
   void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
-               Handler handler, std::vector<wire::UniqueFd> buffers = {});
+               Handler handler, std::vector<wire::UniqueFd> buffers = {}, AskHandler on_ask = nullptr);
+
+  // Asks the worker to stop the main-lane request in flight (the side lane's `interrupt`: the
+  // runtime raises in the call's thread). If that request has not ended after `grace`, the
+  // worker's group is killed and its handler gets Interrupted. No request in flight, or one
+  // already interrupted: nothing happens.
+  void interrupt(std::chrono::milliseconds grace);
 
   // Side lane (ping, memory), on its own socket: answered even while a call runs, and while
   // hibernated (the worker's Python threads run; its memory report then touches no CUDA).
@@ -205,6 +220,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void handle_hello(const nlohmann::json& body);
   void handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
   void handle_worker_request(const nlohmann::json& body);
+  void handle_ask(const nlohmann::json& body, std::optional<std::int64_t> id);
+  void send_answer(std::int64_t id, nlohmann::json reply);
   void send(Lane& lane, const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
   void flush(Lane& lane);
   void watch_exit();
@@ -230,6 +247,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   asio::steady_timer start_timer_;
   asio::steady_timer call_timer_;
   asio::steady_timer stop_timer_;
+  // Runs from an interrupt of the main-lane request until that request ends.
+  asio::steady_timer interrupt_timer_;
   nlohmann::json hello_;
   Clock::time_point spawned_at_;
   std::optional<Clock::time_point> ready_at_;
@@ -238,6 +257,9 @@ class Worker : public std::enable_shared_from_this<Worker> {
   std::int64_t main_id_ = 0;
   std::string main_what_;
   Handler main_handler_;
+  AskHandler main_on_ask_;
+  // The main-lane request already interrupted (0: none).
+  std::int64_t interrupted_id_ = 0;
   std::map<std::int64_t, Handler> side_handlers_;
   std::optional<Error> cause_;
   bool expected_exit_ = false;

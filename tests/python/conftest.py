@@ -31,7 +31,7 @@ def host_tag():
 
 
 # The ops the host sends on a worker's side socket (docs/protocol.md); the rest go on the main one.
-SIDE_OPS = ("ping", "memory", "hibernating", "woken", "answer")
+SIDE_OPS = ("ping", "memory", "hibernating", "woken", "answer", "interrupt")
 
 
 class Worker:

@@ -30,7 +30,8 @@ def test_hello_fields(worker):
         "python": platform.python_version(),
         "executable": sys.executable,
         "torch": _installed_torch(),
-        "capabilities": ["call", "ping", "memory", "release", "hibernating", "woken", "shutdown", "answer"],
+        "capabilities": ["call", "ping", "memory", "release", "hibernating", "woken", "shutdown", "answer",
+                         "interrupt"],
     }
     assert worker.value("isohost_test_funcs:protocol_version") == frames.VERSION
 

@@ -44,7 +44,7 @@ def test_every_error_is_an_isohost_error():
     for name in ["SpawnFailed", "StartTimeout", "ProtocolError", "WorkerCrashed", "CallTimeout",
                  "WorkerException", "TargetNotFound", "BadRequest", "CrashLoop",
                  "UnknownEnvironment", "HostShuttingDown", "ConfigError", "EncodeError",
-                 "DecodeError"]:
+                 "DecodeError", "HibernateFailed", "WakeFailed", "Interrupted"]:
         cls = getattr(isohost, name)
         assert issubclass(cls, isohost.Error) and cls.kind == name
 

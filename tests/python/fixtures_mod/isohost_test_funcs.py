@@ -258,3 +258,74 @@ def cuda_reserve_and_allocate_mb(mb):
         # Kept apart from _cuda_tensors, which a release drops: these are a loaded model's.
         _reserved_tensors.append(torch.empty(mb * MIB, dtype=torch.uint8, device="cuda"))
     return dict(reservation.figures, granted=reservation.granted, outcome=reservation.outcome)
+
+
+def ask_host(name, value=None):
+    """Asks the caller and returns its answer."""
+    return isohost_worker.ask(name, value)
+
+
+def ask_failure(name, value=None):
+    """Asks the caller, expecting a refusal: [type_name, message]."""
+    try:
+        isohost_worker.ask(name, value)
+    except isohost_worker.AskFailed as e:
+        return [e.type_name, e.message]
+    return None
+
+
+def ask_many(name, count):
+    """`count` asks in a row, as a progress bar makes them; the answers in order."""
+    return [isohost_worker.ask(name, {"value": i, "total": count}) for i in range(count)]
+
+
+def tell_host(name, value=None):
+    isohost_worker.tell(name, value)
+    return "told"
+
+
+def spin_until_interrupted(limit_seconds=60):
+    """Says "started", then spins in Python until an interrupt raises here (or the limit)."""
+    isohost_worker.tell("started")
+    deadline = time.monotonic() + limit_seconds
+    while time.monotonic() < deadline:
+        pass
+    return "not interrupted"
+
+
+def spin_raising(exception_name, limit_seconds=60):
+    """spin_until_interrupted, with the builtin `exception_name` raised by the interrupt."""
+    isohost_worker.on_interrupt(getattr(__builtins__, exception_name, None)
+                                or __builtins__[exception_name])
+    try:
+        return spin_until_interrupted(limit_seconds)
+    finally:
+        isohost_worker.on_interrupt(None)
+
+
+def poll_interrupted(limit_seconds=60):
+    """Says "started", then sleeps in short steps, catching the interrupt's exception, until
+    isohost_worker.interrupted() says so: a call that stops by looking rather than raising."""
+    isohost_worker.tell("started")
+    deadline = time.monotonic() + limit_seconds
+    while time.monotonic() < deadline:
+        try:
+            if isohost_worker.interrupted():
+                return "stopped by the flag"
+            time.sleep(0.001)
+        except isohost_worker.Interrupted:
+            pass
+    return "not interrupted"
+
+
+def stuck_in_c(seconds):
+    """Says "started", then blocks in one C call that no Python-level interrupt can break."""
+    import ctypes
+
+    isohost_worker.tell("started")
+    ctypes.CDLL(None).sleep(int(seconds))
+    return "woke"
+
+
+def ask_not_json():
+    return isohost_worker.ask("x", float("nan"))

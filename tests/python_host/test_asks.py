@@ -1,0 +1,158 @@
+"""A call's asks served by the caller's handlers on the caller's thread, and interrupting a call
+(docs/python-api.md, "Asks and interrupts"), through the real core and real workers."""
+
+import asyncio
+import threading
+
+import pytest
+
+import isohost
+
+from conftest import config, descriptor_count
+
+F = "isohost_test_funcs:"
+
+
+@pytest.fixture
+def host():
+    with isohost.Host(config(call_timeout_seconds=60)) as h:
+        yield h
+
+
+def test_an_ask_runs_on_the_callers_thread_and_its_value_comes_back(host):
+    seen = []
+    host.on_ask("size", lambda value: seen.append((value, threading.get_ident())) or value["w"] * 2)
+    assert host.call("w", F + "ask_host", "size", {"w": 21}) == 42
+    assert seen == [({"w": 21}, threading.get_ident())]
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_handler_that_raises_is_ask_failed_in_the_worker_with_its_type(host):
+    def refuse(value):
+        raise Stop("no more")
+
+    host.on_ask("go_on", refuse)
+    type_name, message = host.call("w", F + "ask_failure", "go_on")
+    assert (type_name, message) == ("test_asks.Stop", "no more")
+    assert host.call("w", F + "add", 1, 1) == 2  # the worker serves on
+
+
+def test_an_ask_without_a_handler_is_unsupported(host):
+    assert host.call("w", F + "ask_failure", "nobody") == [
+        "Unsupported", "this host has no handler for 'nobody'"]
+    host.on_ask("later", lambda v: 1)
+    host.on_ask("later", None)
+    assert host.call("w", F + "ask_failure", "later")[0] == "Unsupported"
+
+
+def test_an_answer_that_is_not_json_is_a_type_error_there(host):
+    host.on_ask("obj", lambda v: object())
+    assert host.call("w", F + "ask_failure", "obj")[0] == "TypeError"
+
+
+def test_tells_reach_the_handler_in_order(host):
+    told = []
+    host.on_ask("note", told.append)
+    host.on_ask("progress", lambda v: v["value"])
+    assert host.call("w", F + "tell_host", "note", "a") == "told"
+    assert host.call("w", F + "ask_many", "progress", 50) == list(range(50))
+    assert told == ["a"]
+
+
+def test_asks_are_served_for_call_async_on_the_loop_thread(host):
+    threads = []
+    host.on_ask("progress", lambda v: threads.append(threading.get_ident()) or v["value"])
+
+    async def main():
+        return await asyncio.gather(host.call_async("w", F + "ask_many", "progress", 20),
+                                    host.call_async("other", F + "ask_many", "progress", 20))
+
+    assert asyncio.run(main()) == [list(range(20))] * 2
+    assert set(threads) == {threading.get_ident()} and len(threads) == 40
+
+
+def test_result_with_a_timeout_leaves_the_call_running(host):
+    # An ask waits until someone waits in result(): a handler registered after start() serves it.
+    held = host.start("w", F + "ask_host", "hold")
+    host.on_ask("hold", lambda v: "held")
+    started = threading.Event()
+    host.on_ask("started", lambda v: started.set())
+    slow = host.start("other", F + "spin_until_interrupted", 60)
+    wait_started(slow, started)
+    assert not slow.done()
+    slow.interrupt(grace_seconds=10)
+    with pytest.raises(isohost.WorkerException) as caught:
+        slow.result()
+    assert caught.value.type_name == "isohost_worker.interrupts.Interrupted"
+    assert held.result() == "held" and held.result() == "held"
+
+
+def wait_started(call, started):
+    """Serves the call's asks until its "started" tell has come."""
+    while not started.is_set():
+        with pytest.raises(TimeoutError, match="still running"):
+            call.result(timeout=0.01)
+
+
+def test_an_interrupt_stops_a_python_loop_and_the_worker_serves_on(host):
+    started = threading.Event()
+    host.on_ask("started", lambda v: started.set())
+    pid = host.call("w", F + "pid")
+    call = host.start("w", F + "spin_until_interrupted", 60)
+    wait_started(call, started)
+    call.interrupt(grace_seconds=30)
+    with pytest.raises(isohost.WorkerException) as caught:
+        call.result()
+    assert caught.value.type_name == "isohost_worker.interrupts.Interrupted"
+    assert host.call("w", F + "pid") == pid
+    call.interrupt()  # ended: nothing happens
+    assert host.call("w", F + "add", 2, 3) == 5
+
+
+def test_a_call_stuck_in_c_is_killed_after_the_grace_and_replaced(host):
+    started = threading.Event()
+    host.on_ask("started", lambda v: started.set())
+    pid = host.call("w", F + "pid")
+    fds = descriptor_count()
+    call = host.start("w", F + "stuck_in_c", 60)
+    wait_started(call, started)
+    call.interrupt(grace_seconds=0.3)
+    with pytest.raises(isohost.Interrupted, match="did not stop within 0.3 s of its interrupt"):
+        call.result()
+    assert host.call("w", F + "pid") != pid
+    assert descriptor_count() == fds
+    # An interrupt is the caller's choice, not a crash: no back-off follows.
+    for _ in range(3):
+        call = host.start("w", F + "stuck_in_c", 60)
+        call.interrupt(grace_seconds=0)
+        with pytest.raises(isohost.Interrupted):
+            call.result()
+    assert host.call("w", F + "add", 1, 2) == 3
+
+
+def test_a_queued_call_interrupted_fails_at_once_and_never_runs(host):
+    started = threading.Event()
+    host.on_ask("started", lambda v: started.set())
+    running = host.start("w", F + "spin_until_interrupted", 60)
+    wait_started(running, started)
+    queued = host.start("w", F + "tell_host", "never", None)
+    never = []
+    host.on_ask("never", never.append)
+    queued.interrupt()
+    with pytest.raises(isohost.Interrupted, match="before worker 'w' ran it"):
+        queued.result()
+    running.interrupt(grace_seconds=30)
+    with pytest.raises(isohost.WorkerException):
+        running.result()
+    assert host.call("w", F + "add", 1, 1) == 2 and never == []
+
+
+def test_interrupt_after_close_is_host_shutting_down():
+    with isohost.Host(config()) as h:
+        call = h.start("w", F + "add", 1, 2)
+        assert call.result() == 3
+    with pytest.raises(isohost.HostShuttingDown):
+        call.interrupt()
