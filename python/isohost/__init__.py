@@ -112,6 +112,16 @@ class Host:
         values.drop_spares(self._peer(env))
         return self._finish_now(self._submit("reap", env), self._peer(env))
 
+    def make_room(self, nbytes, device=0):
+        """This process itself needs `nbytes` of VRAM on GPU `device`: make room with idle
+        workers as for a worker's reserve_vram (release, hibernate, reap; docs/memory.md),
+        waiting for busy ones up to admission_wait_seconds. Returns the admission's answer
+        ({"granted", "outcome", "steps", "explanation", ...}); books nothing."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError("make_room needs a whole number of bytes, not %r" % (nbytes,))
+        message = json.dumps({"bytes": nbytes, "device": device})
+        return self._finish_now(self._core_call(self._core.submit, "make_room", "", message, []), None)
+
     def close(self):
         """Shut every worker down (shutdown frame, grace period, kill). Idempotent."""
         self._core.close()

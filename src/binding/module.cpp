@@ -47,6 +47,7 @@ pool::Request::Kind request_kind(const std::string& kind) {
   if (kind == "call") return pool::Request::Kind::call;
   if (kind == "release") return pool::Request::Kind::release;
   if (kind == "reap") return pool::Request::Kind::reap;
+  if (kind == "make_room") return pool::Request::Kind::make_room;
   throw Error(ErrorKind::bad_request, "unknown request kind '" + kind + "'");
 }
 

@@ -359,6 +359,10 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     refuse(Error(ErrorKind::shutting_down, "the host is shutting down"));
     return;
   }
+  if (request.kind == Request::Kind::make_room) {
+    make_room_for_host(request.message, std::move(handler));
+    return;
+  }
   auto it = slots_.find(request.env);
   if (it == slots_.end()) {
     std::string known;

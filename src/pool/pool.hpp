@@ -127,6 +127,9 @@ struct Request {
     query,    // side lane: ping or memory, answered even mid-call
     hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
     wake,       // restore a hibernated worker without a call
+    // The embedding host itself needs VRAM (`message`: {"bytes", "device"}): admission makes
+    // room with idle workers as for a worker's reserve_vram, and books no grant. `env` unused.
+    make_room,
   };
   Kind kind = Kind::call;
   std::string env;
@@ -219,6 +222,8 @@ class Pool {
     std::string env;
     // A wake rather than a reserve_vram; the log says which.
     bool wake = false;
+    // For the embedding host (Request::Kind::make_room): no worker asks, and no grant is booked.
+    bool for_host = false;
     std::weak_ptr<worker::Worker> requester;
     unsigned device = 0;
     std::uint64_t bytes = 0;
@@ -298,6 +303,7 @@ class Pool {
   void on_worker_request(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                          const nlohmann::json& request, std::function<void(nlohmann::json)> answer);
   void queue_admission(std::shared_ptr<Admission> job);
+  void make_room_for_host(const nlohmann::json& message, Handler handler);
   void next_admission();
   void plan_admission(std::shared_ptr<Admission> job);
   void decide(const std::shared_ptr<Admission>& job, const PoolStatus& status);

@@ -4,6 +4,7 @@
 // granted or refused. docs/memory.md tells the story; memory/admission.hpp the arithmetic.
 
 #include <algorithm>
+#include <utility>
 
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -63,6 +64,38 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const
   queue_admission(std::move(job));
 }
 
+void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
+  const auto bytes = message.value("bytes", nlohmann::json());
+  const auto device = message.value("device", nlohmann::json(0));
+  const auto whole = [](const nlohmann::json& v) {
+    return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  };
+  if (!whole(bytes) || !whole(device)) {
+    handler(Outcome::failure(Error(ErrorKind::bad_request, "make_room needs a whole number of bytes and a GPU index, "
+                                                           "got bytes " + bytes.dump() + " and device " + device.dump())));
+    return;
+  }
+  // The caller hears exactly once: the admission's answer, or, if the admission is dropped
+  // unanswered (the pool shut down meanwhile), a refusal when the last copy of it goes.
+  struct AnswerOnce {
+    Handler handler;
+    void operator()(nlohmann::json answer) { std::exchange(handler, nullptr)(Outcome::success(std::move(answer))); }
+    ~AnswerOnce() {
+      if (handler) handler(Outcome::failure(Error(ErrorKind::shutting_down, "the host is shutting down")));
+    }
+  };
+  auto once = std::make_shared<AnswerOnce>();
+  once->handler = std::move(handler);
+  queue_admission(std::make_shared<Admission>(Admission{
+      .env = "the host",
+      .for_host = true,
+      .device = device.get<unsigned>(),
+      .bytes = bytes.get<std::uint64_t>(),
+      .asked_at = Clock::now(),
+      .answer = [once](nlohmann::json answer) { (*once)(std::move(answer)); },
+  }));
+}
+
 void Pool::queue_admission(std::shared_ptr<Admission> job) {
   admissions_.push_back(std::move(job));
   next_admission();
@@ -90,8 +123,9 @@ void Pool::expire_grants() {
 
 void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& status) {
   const auto requester = job->requester.lock();
-  if (shutting_down_ || !requester || requester->state() == WorkerState::dead ||
-      requester->state() == WorkerState::stopping) {
+  const bool requester_gone = !job->for_host && (!requester || requester->state() == WorkerState::dead ||
+                                                 requester->state() == WorkerState::stopping);
+  if (shutting_down_ || requester_gone) {
     // Nobody left to answer; the next request goes ahead.
     admission_running_ = false;
     next_admission();
@@ -116,7 +150,7 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
     return;
   }
   if (plan.outcome == memory::AdmissionOutcome::grant) {
-    plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
+    if (!job->for_host) plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
   } else if (needs_steps && job->rounds < kMaxRounds) {
     make_room(job, plan);
     return;

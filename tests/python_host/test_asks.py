@@ -2,6 +2,7 @@
 (docs/python-api.md, "Asks and interrupts"), through the real core and real workers."""
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -156,3 +157,18 @@ def test_interrupt_after_close_is_host_shutting_down():
         assert call.result() == 3
     with pytest.raises(isohost.HostShuttingDown):
         call.interrupt()
+
+
+def test_make_room_releases_an_idle_worker_for_the_host_itself(tmp_path):
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps({"devices": [{"index": 0, "name": "simulated", "total_mib": 1000}],
+                               "processes": []}))
+    with isohost.Host(config(simulated_gpu=str(gpu), vram_reserve_mib=0)) as h:
+        pid = h.call("w", "isohost_sim_vram:hold", str(gpu), 100, 600)
+        answer = h.make_room(500 << 20)
+        assert answer["granted"] and answer["outcome"] == "release_then_grant", answer
+        assert answer["steps"] == ["released 'w'"] and answer["grant"] is None
+        assert h.call("w", F + "pid") == pid
+        assert h.make_room(0, device=0)["outcome"] == "grant"
+        with pytest.raises(ValueError):
+            h.make_room(-1)
