@@ -1,0 +1,142 @@
+"""ComfyUI inside a worker, as the host's ComfyUI sees itself (docs/comfyui.md, "Inside the
+worker").
+
+The host sends its settings once per worker (`prepare`): its command-line state that changes
+behaviour (--cpu, the VRAM modes), its model, input, output and temp directories, and the GPU
+this worker is pinned to. Before any pack is imported, the worker applies them to
+`comfy.cli_args.args` (so comfy.model_management starts as the host's did) and to
+`folder_paths`, installs a stand-in `server` module whose PromptServer passes messages to the
+host, routes ComfyUI's progress bar to the host (isohost_worker.ask: the host's own hook sends
+the websocket event and says when the prompt was interrupted), and asks the host before a model
+load (memory.py).
+"""
+
+import logging
+import sys
+import types
+
+import isohost_worker
+
+_prepared = None
+
+
+def prepare(settings):
+    """Apply the host's `settings` once per worker process; a second call with the same
+    settings does nothing, one with others is refused (one worker serves one ComfyUI)."""
+    global _prepared
+    if _prepared is not None:
+        if _prepared != settings:
+            raise RuntimeError("this worker was prepared for another ComfyUI")
+        return
+    _apply_args(settings.get("args") or {})
+    _apply_folders(settings.get("folders") or {})
+    _install_server()
+    _install_progress()
+    _install_interrupt()
+    from isohost_comfy_worker import memory
+
+    memory.install(settings.get("device"))
+    _prepared = settings
+
+
+def _apply_args(values):
+    import comfy.cli_args
+
+    args = comfy.cli_args.args
+    for name, value in values.items():
+        if hasattr(args, name):
+            setattr(args, name, value)
+
+
+def _apply_folders(folders):
+    import folder_paths
+
+    for name in ("output_directory", "input_directory", "temp_directory", "user_directory",
+                 "models_dir"):
+        if folders.get(name):
+            setattr(folder_paths, name, folders[name])
+    for name, (paths, extensions) in (folders.get("folder_names_and_paths") or {}).items():
+        folder_paths.folder_names_and_paths[name] = (list(paths), set(extensions))
+
+
+class _Routes:
+    """PromptServer.instance.routes for code in a worker: a pack that adds HTTP routes at import
+    keeps working, but the routes live in the worker, not in the host's server (logged)."""
+
+    def _record(self, method, path):
+        def decorator(handler):
+            logging.warning("isohost: %s %s of an isolated pack is not served: routes run in the "
+                            "host's ComfyUI, and this pack runs in a worker", method, path)
+            return handler
+        return decorator
+
+    def __getattr__(self, method):
+        if method in ("get", "post", "put", "patch", "delete", "head", "route", "view"):
+            return lambda path, *a, **k: self._record(method.upper(), path)
+        raise AttributeError(method)
+
+
+class _PromptServer:
+    """What packs use of ComfyUI's PromptServer.instance, in a worker: messages go to the host's
+    server (isohost_worker.tell("comfy.send_sync")), which sends them to its websocket clients."""
+
+    def __init__(self):
+        self.routes = _Routes()
+        self.client_id = None
+        self.last_node_id = None
+        self.last_prompt_id = None
+
+    def send_sync(self, event, data, sid=None):
+        if not isinstance(event, str):
+            logging.warning("isohost: send_sync of a binary event (%r) from a worker is dropped",
+                            event)
+            return
+        try:
+            isohost_worker.tell("comfy.send_sync", {"event": event, "data": data, "sid": sid})
+        except (TypeError, ValueError) as e:
+            logging.warning("isohost: send_sync(%r) from a worker dropped: its data is not JSON "
+                            "(%s)", event, e)
+
+    def send_progress_text(self, text, node_id, sid=None):
+        self.send_sync("progress_text", {"text": text, "node": node_id}, sid)
+
+    def add_on_prompt_handler(self, handler):
+        logging.warning("isohost: an on-prompt handler of an isolated pack is not called")
+
+
+def _install_server():
+    if "server" in sys.modules and hasattr(sys.modules["server"], "PromptServer"):
+        sys.modules["server"].PromptServer.instance = _PromptServer()
+        return
+    module = types.ModuleType("server", "isohost's stand-in for ComfyUI's server in a worker")
+
+    class PromptServer:
+        instance = _PromptServer()
+
+    module.PromptServer = PromptServer
+    sys.modules["server"] = module
+
+
+def _progress_hook(value, total, preview_image=None, prompt_id=None, node_id=None):
+    # The preview (an image) is not sent: the host's hook gets None and sends the event only.
+    try:
+        isohost_worker.ask("comfy.progress", {"value": value, "total": total,
+                                             "prompt_id": prompt_id, "node_id": node_id})
+    except isohost_worker.AskFailed as e:
+        if e.type_name.endswith("InterruptProcessingException"):
+            import comfy.model_management
+
+            raise comfy.model_management.InterruptProcessingException() from None
+        raise
+
+
+def _install_progress():
+    import comfy.utils
+
+    comfy.utils.set_progress_bar_global_hook(_progress_hook)
+
+
+def _install_interrupt():
+    import comfy.model_management
+
+    isohost_worker.on_interrupt(comfy.model_management.InterruptProcessingException)

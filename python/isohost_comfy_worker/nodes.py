@@ -1,0 +1,93 @@
+"""Running a pack's node in its worker, for the host's stand-in (docs/comfyui.md, "Stand-ins").
+
+ComfyUI keeps one object per node id between prompts, and nodes keep state on `self` (a loaded
+model, a counter, a cache), so the worker does too: one instance per (node class, node id),
+made at the first run and kept while the worker lives. Each entry point prepares the worker
+first (comfy_env.prepare), so a fresh worker after a crash or reap serves the next prompt."""
+
+import inspect
+
+from isohost_comfy_worker import comfy_env, packs, values
+
+# (pack_dir, class name, node id) -> the node object ComfyUI would hold.
+_instances = {}
+
+
+def run(pack_dir, class_name, node_id, kwargs, settings):
+    """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments; returns what
+    it returned (a tuple, or {"ui": ..., "result": ...})."""
+    comfy_env.prepare(settings)
+    cls = _class(pack_dir, class_name)
+    if _is_class_based(cls):
+        result = _run_class_based(cls, kwargs)
+    else:
+        key = (pack_dir, class_name, str(node_id))
+        node = _instances.get(key)
+        if node is None:
+            node = _instances[key] = cls()
+        result = getattr(node, cls.FUNCTION)(**kwargs)
+        if inspect.isawaitable(result):
+            import asyncio
+
+            result = asyncio.run(_awaited(result))
+    values.refuse_models(result, class_name, getattr(cls, "RETURN_NAMES", None)
+                         or getattr(cls, "RETURN_TYPES", ()))
+    return result
+
+
+def is_changed(pack_dir, class_name, kwargs, settings):
+    comfy_env.prepare(settings)
+    return _class(pack_dir, class_name).IS_CHANGED(**kwargs)
+
+
+def validate_inputs(pack_dir, class_name, kwargs, settings):
+    comfy_env.prepare(settings)
+    return _class(pack_dir, class_name).VALIDATE_INPUTS(**kwargs)
+
+
+def forget(node_ids):
+    """Drops the instances of nodes that are gone from ComfyUI's graph."""
+    gone = {str(n) for n in node_ids}
+    for key in [k for k in _instances if k[2] in gone]:
+        del _instances[key]
+
+
+def _class(pack_dir, class_name):
+    classes = packs.node_classes(pack_dir)
+    if class_name not in classes:
+        raise LookupError("pack %s has no node %r (it has %s)"
+                          % (pack_dir, class_name, ", ".join(sorted(classes)) or "none"))
+    return classes[class_name]
+
+
+def _is_class_based(cls):
+    try:
+        from comfy_api.internal import _ComfyNodeInternal
+    except ImportError:
+        return False
+    return issubclass(cls, _ComfyNodeInternal)
+
+
+def _run_class_based(cls, kwargs):
+    """A comfy_api node, run as ComfyUI's execution.py runs one: on a locked clone of its class."""
+    from comfy_api.internal import make_locked_method_func
+
+    cls.VALIDATE_CLASS()
+    clone = cls.PREPARE_CLASS_CLONE({})
+    result = make_locked_method_func(cls, cls.FUNCTION, clone)(**kwargs)
+    if inspect.isawaitable(result):
+        import asyncio
+
+        result = asyncio.run(_awaited(result))
+    # A NodeOutput: its result tuple and ui, as a V1 node returns them.
+    ui = getattr(result, "ui", None)
+    if ui is not None and not isinstance(ui, dict):
+        ui = ui.as_dict()
+    out = {"result": tuple(result.result) if result.result is not None else ()}
+    if ui is not None:
+        out["ui"] = ui
+    return out
+
+
+async def _awaited(awaitable):
+    return await awaitable

@@ -1,0 +1,84 @@
+"""What a pack's nodes look like to ComfyUI, described in the worker for the host's stand-ins
+(docs/comfyui.md, "Scan"). Everything ComfyUI reads from a node class before it runs it, as
+plain JSON: tuples become lists (the host turns the known ones back), anything else that is not
+JSON becomes its str()."""
+
+import inspect
+import os
+
+from isohost_comfy_worker import comfy_env, packs
+
+# Class attributes copied as they are (JSON-able in any pack that ComfyUI can serve).
+_PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
+          "EXPERIMENTAL", "API_NODE", "SEARCH_ALIASES", "NOT_IDEMPOTENT")
+_TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
+
+
+def describe(pack_dir, settings):
+    """{"module", "web_directory", "display_names", "nodes": {name: description}} of the pack
+    at `pack_dir`, imported here as ComfyUI would import it."""
+    comfy_env.prepare(settings)
+    module = packs.load(pack_dir)
+    nodes = {name: _describe_class(cls) for name, cls in packs.node_classes(pack_dir).items()}
+    web = getattr(module, "WEB_DIRECTORY", None)
+    return {
+        "module": module.__name__,
+        "web_directory": os.path.abspath(os.path.join(pack_dir, web)) if web else None,
+        "display_names": _plain(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}),
+        "nodes": nodes,
+    }
+
+
+def _describe_class(cls):
+    if _is_class_based(cls):
+        return _describe_class_based(cls)
+    description = {"schema": "v1", "function": getattr(cls, "FUNCTION", None),
+                   "input_types": _plain(cls.INPUT_TYPES())}
+    for name in _PLAIN + _TUPLES:
+        if hasattr(cls, name):
+            description[name] = _plain(getattr(cls, name))
+    description["is_changed"] = hasattr(cls, "IS_CHANGED")
+    validate = getattr(cls, "VALIDATE_INPUTS", None)
+    description["validate_inputs"] = _parameters(validate) if validate is not None else None
+    return description
+
+
+def _is_class_based(cls):
+    try:
+        from comfy_api.internal import _ComfyNodeInternal
+    except ImportError:
+        return False
+    return isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal)
+
+
+def _describe_class_based(cls):
+    """A comfy_api node described through the V1 view ComfyUI derives from its schema
+    (INPUT_TYPES, RETURN_TYPES, ...), so the host's stand-in is an ordinary V1 node."""
+    description = {"schema": "v3", "function": "execute",
+                   "input_types": _plain(cls.INPUT_TYPES(include_hidden=True))}
+    for name in _PLAIN + _TUPLES:
+        try:
+            description[name] = _plain(getattr(cls, name))
+        except Exception:  # the V3 compatibility properties may raise for odd schemas
+            pass
+    description["is_changed"] = False
+    description["validate_inputs"] = None
+    return description
+
+
+def _parameters(function):
+    """The names a VALIDATE_INPUTS takes (ComfyUI passes only those), and whether it takes
+    **kwargs."""
+    spec = inspect.getfullargspec(function)
+    names = [n for n in spec.args if n not in ("self", "cls")] + list(spec.kwonlyargs)
+    return {"names": names, "varkw": spec.varkw is not None}
+
+
+def _plain(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
