@@ -1,0 +1,111 @@
+"""isohost for ComfyUI: custom node packs that run isolated, each in its environment's own
+interpreter, registered in ComfyUI under their own names (docs/comfyui.md).
+
+Link this directory into ComfyUI/custom_nodes/ and write isohost.toml in ComfyUI's directory
+(or point $ISOHOST_COMFYUI_CONFIG at it):
+
+    [env.postproc]
+    python = "/opt/venvs/postproc/bin/python"
+    packs = ["/opt/isolated_nodes/ComfyUI-post-processing-nodes"]
+
+Each pack's nodes are described by its worker once (then cached), and run there on an instance
+kept per node id; progress, messages, interrupts and memory go between the two as they would in
+one process. A pack that cannot be loaded is reported alone; the others load.
+"""
+
+import atexit
+import logging
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _find_isohost():
+    """The isohost package: $ISOHOST_PYTHONPATH, else the build tree beside this adapter's real
+    location (<repo>/build/python when linked from the repository)."""
+    path = os.environ.get("ISOHOST_PYTHONPATH") or os.path.join(os.path.dirname(os.path.dirname(
+        _HERE)), "build", "python")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    return path
+
+
+_ISOHOST_PATH = _find_isohost()
+
+import folder_paths  # noqa: E402
+import nodes  # noqa: E402
+
+import isohost  # noqa: E402
+
+from . import bridge, catalog, settings as settings_module, standins  # noqa: E402
+from .worker_settings import worker_settings  # noqa: E402
+
+NODE_CLASS_MAPPINGS = {}
+NODE_DISPLAY_NAME_MAPPINGS = {}
+
+_log = logging.getLogger("isohost")
+# ComfyUI's code (comfy, folder_paths, node_helpers, comfy_extras), which every worker imports
+# too; its --base-directory, where isohost.toml is looked for, may be elsewhere.
+_COMFYUI_ROOT = os.path.dirname(os.path.abspath(folder_paths.__file__))
+host = None
+
+
+def _load_pack(runner, cache, env, pack_dir, env_config):
+    """Registers the stand-ins of one pack; returns how many nodes."""
+    key = catalog.fingerprint(pack_dir, env_config)
+    description = cache.get(pack_dir, key)
+    if description is None:
+        description = host.call(env, "isohost_comfy_worker.scan:describe", pack_dir,
+                                runner.worker_settings[env])
+        cache.put(pack_dir, key, description)
+    for name, node in description["nodes"].items():
+        if name in nodes.NODE_CLASS_MAPPINGS or name in NODE_CLASS_MAPPINGS:
+            _log.warning("isohost: node %s of %s replaces one of the same name", name, pack_dir)
+        NODE_CLASS_MAPPINGS[name] = standins.make(runner, env, pack_dir, name, node)
+    NODE_DISPLAY_NAME_MAPPINGS.update(description.get("display_names") or {})
+    web = description.get("web_directory")
+    if web and os.path.isdir(web):
+        nodes.EXTENSION_WEB_DIRS[os.path.basename(pack_dir)] = web
+    return len(description["nodes"])
+
+
+def _describe_failure(error):
+    if isinstance(error, isohost.WorkerException) and error.traceback_text:
+        return "%s: %s\n%s" % (error.type_name, error.detail.get("message", ""),
+                               error.traceback_text.rstrip())
+    return "%s: %s" % (getattr(error, "kind", type(error).__name__), error)
+
+
+def _start():
+    global host
+    path = settings_module.config_path(folder_paths.base_path)
+    try:
+        settings = settings_module.load(path, _COMFYUI_ROOT)
+    except settings_module.SettingsError as e:
+        _log.error("isohost: no isolated packs loaded: %s", e)
+        return
+    try:
+        host = isohost.Host(settings.host_config)
+    except isohost.Error as e:
+        _log.error("isohost: no isolated packs loaded: %s: %s", e.kind, e)
+        return
+    atexit.register(host.close)
+    runner = standins.Runner(host, worker_settings(settings.host_config["env"]),
+                             settings.interrupt_grace_seconds)
+    bridge.serve(host)
+    bridge.join_memory_managers(host)
+    cache = catalog.Catalog(settings.scan_cache)
+    for env, pack_dir in settings.packs:
+        env_config = settings.host_config["env"][env]
+        try:
+            count = _load_pack(runner, cache, env, pack_dir, env_config)
+            _log.info("isohost: %d nodes of %s run isolated in environment '%s'", count,
+                      pack_dir, env)
+        except isohost.Error as e:
+            _log.error("isohost: pack %s (environment '%s') not loaded: %s", pack_dir, env,
+                       _describe_failure(e))
+    cache.save()
+
+
+_start()

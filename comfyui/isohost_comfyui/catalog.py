@@ -1,0 +1,73 @@
+"""Each isolated pack's nodes as its worker describes them, cached on disk (docs/comfyui.md,
+"Scan").
+
+Describing a pack means importing it in its worker, which costs that worker's start. So the
+description is kept in a file, keyed by what could change it: the pack's Python files (path,
+size, modification time), its environment's interpreter and settings, and this adapter's
+version. A ComfyUI start whose packs have not changed starts no worker at all.
+"""
+
+import hashlib
+import json
+import logging
+import os
+
+FORMAT = 1
+
+
+def fingerprint(pack_dir, env_config):
+    """A digest of everything a pack's description depends on."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([FORMAT, env_config], sort_keys=True, default=str).encode())
+    for root, dirs, files in os.walk(pack_dir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".toml", ".json")):
+                path = os.path.join(root, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                digest.update(("%s %d %d\n" % (os.path.relpath(path, pack_dir), st.st_size,
+                                               st.st_mtime_ns)).encode())
+    return digest.hexdigest()
+
+
+class Catalog:
+    """The cache file: {pack_dir: {"fingerprint", "description"}}."""
+
+    def __init__(self, path):
+        self.path = path
+        self._entries = {}
+        try:
+            with open(path) as f:
+                entries = json.load(f)
+            if isinstance(entries, dict) and entries.get("format") == FORMAT:
+                self._entries = entries.get("packs", {})
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as e:
+            logging.warning("isohost: the scan cache %s is unreadable (%s); scanning again",
+                            path, e)
+
+    def get(self, pack_dir, fingerprint_):
+        entry = self._entries.get(pack_dir)
+        if entry and entry.get("fingerprint") == fingerprint_:
+            return entry["description"]
+        return None
+
+    def put(self, pack_dir, fingerprint_, description):
+        self._entries[pack_dir] = {"fingerprint": fingerprint_, "description": description}
+
+    def save(self):
+        temporary = "%s.%d.tmp" % (self.path, os.getpid())
+        try:
+            with open(temporary, "w") as f:
+                json.dump({"format": FORMAT, "packs": self._entries}, f)
+            os.replace(temporary, self.path)
+        except OSError as e:
+            logging.warning("isohost: cannot write the scan cache %s: %s", self.path, e)
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass

@@ -1,0 +1,97 @@
+"""The adapter's one TOML file (docs/comfyui.md, "Configuration").
+
+It is isohost's own configuration format (README, "Usage") with two additions: `packs`, in an
+environment, lists the pack directories that run isolated in that environment's worker, and an
+optional `[comfyui]` table holds the adapter's own settings. Both are taken out here; the rest
+goes to isohost.Host as it is, so every `[host]` and `[env.NAME]` key means what it means
+elsewhere.
+"""
+
+import os
+import sys
+
+# [comfyui] keys and their defaults.
+DEFAULTS = {
+    # How long an interrupted node may take to stop before its worker is killed and replaced.
+    "interrupt_grace_seconds": 5.0,
+    # Where scans of the packs are cached; relative to the TOML file.
+    "scan_cache": "isohost-scan-cache.json",
+}
+
+
+class SettingsError(Exception):
+    """The configuration file cannot be used; the message names the file and the key."""
+
+
+class Settings:
+    def __init__(self, path, host_config, packs, options):
+        self.path = path
+        # What isohost.Host takes: {"host": {...}, "env": {...}}.
+        self.host_config = host_config
+        # [(env name, absolute pack directory)], in the file's order.
+        self.packs = packs
+        self.interrupt_grace_seconds = options["interrupt_grace_seconds"]
+        self.scan_cache = options["scan_cache"]
+
+
+def config_path(comfyui_base):
+    """$ISOHOST_COMFYUI_CONFIG, else isohost.toml in ComfyUI's base directory."""
+    return os.environ.get("ISOHOST_COMFYUI_CONFIG") or os.path.join(comfyui_base, "isohost.toml")
+
+
+def load(path, comfyui_root):
+    """The settings in `path`; every environment's worker also gets ComfyUI's code directory on
+    its path, so that `comfy`, `folder_paths`, `node_helpers` and `comfy_extras` import there."""
+    data = _read_toml(path)
+    base = os.path.dirname(os.path.abspath(path))
+    options = dict(DEFAULTS)
+    comfyui = data.pop("comfyui", {})
+    if not isinstance(comfyui, dict):
+        raise SettingsError("%s: [comfyui] must be a table" % path)
+    for key, value in comfyui.items():
+        if key not in DEFAULTS:
+            raise SettingsError("%s: unknown key '%s' in [comfyui] (known: %s)"
+                                % (path, key, ", ".join(sorted(DEFAULTS))))
+        options[key] = value
+    grace = options["interrupt_grace_seconds"]
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
+        raise SettingsError("%s: [comfyui] interrupt_grace_seconds must be a number of seconds "
+                            "from 0 to 3600, not %r" % (path, grace))
+    if not isinstance(options["scan_cache"], str):
+        raise SettingsError("%s: [comfyui] scan_cache must be a path" % path)
+    options["scan_cache"] = os.path.join(base, options["scan_cache"])
+    packs = []
+    envs = data.get("env", {})
+    if not isinstance(envs, dict):
+        raise SettingsError("%s: [env] must hold tables [env.NAME]" % path)
+    for name, env in envs.items():
+        if not isinstance(env, dict):
+            raise SettingsError("%s: [env.%s] must be a table" % (path, name))
+        dirs = env.pop("packs", [])
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            raise SettingsError("%s: [env.%s] packs must be a list of directories" % (path, name))
+        for d in dirs:
+            packs.append((name, os.path.normpath(os.path.join(base, os.path.expanduser(d)))))
+        env["path"] = [os.path.join(base, p) for p in env.get("path", [])] + [comfyui_root]
+        if "python" in env and isinstance(env["python"], str) and os.sep in env["python"]:
+            env["python"] = os.path.join(base, os.path.expanduser(env["python"]))
+    return Settings(path, data, packs, options)
+
+
+def _read_toml(path):
+    try:
+        import tomllib
+    except ImportError:  # Python 3.9 and 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise SettingsError("reading %s needs Python 3.11's tomllib or the tomli package "
+                                "(pip install tomli) on %s" % (path, sys.version.split()[0]))
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SettingsError("%s does not exist: write it (docs/comfyui.md) or point "
+                            "ISOHOST_COMFYUI_CONFIG at yours" % path) from None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SettingsError("%s: %s" % (path, e)) from None

@@ -1,0 +1,137 @@
+"""Stand-in node classes: what ComfyUI registers for an isolated pack's node (docs/comfyui.md,
+"Stand-ins").
+
+A stand-in has everything ComfyUI reads from the real class (INPUT_TYPES, RETURN_TYPES, ...,
+as the worker described them), and its FUNCTION runs the real node in the pack's worker, on an
+instance kept there for this node id. IS_CHANGED and VALIDATE_INPUTS exist only where the real
+class has them, and the worker answers them; VALIDATE_INPUTS keeps the real one's parameter
+names, since ComfyUI passes only the inputs it names."""
+
+import keyword
+
+import comfy.model_management
+
+import isohost
+
+from . import errors
+from .models import refuse_model_inputs
+
+# Attributes copied from the description as they are, and those ComfyUI expects as tuples.
+_PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
+          "EXPERIMENTAL", "API_NODE", "SEARCH_ALIASES", "NOT_IDEMPOTENT")
+_TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
+_WORKER = "isohost_comfy_worker.nodes:"
+
+
+class Runner:
+    """Runs calls in the workers the way ComfyUI runs a node: interruptible, with the worker's
+    failure raised as ComfyUI reports a node's."""
+
+    def __init__(self, host, worker_settings, interrupt_grace_seconds):
+        self.host = host
+        # {env: what its worker applies once (isohost_comfy_worker.comfy_env.prepare)}.
+        self.worker_settings = worker_settings
+        self.grace = interrupt_grace_seconds
+
+    def call(self, env, node, function, *args):
+        call = self.host.start(env, _WORKER + function, *args, self.worker_settings[env])
+        interrupted = False
+        while True:
+            try:
+                return call.result(timeout=0.02)
+            except TimeoutError:
+                # ComfyUI's interrupt (POST /interrupt) sets this flag; a node in process sees
+                # it at its next progress tick. The worker's call sees it at its next bytecode.
+                if not interrupted and comfy.model_management.processing_interrupted():
+                    interrupted = True
+                    call.interrupt(self.grace)
+            except isohost.Interrupted:
+                _raise_interrupted()
+            except isohost.WorkerException as e:
+                if _is_interrupt(e.type_name):
+                    _raise_interrupted()
+                raise errors.node_error(e, node, env) from None
+            except isohost.Error as e:
+                raise errors.node_error(e, node, env) from None
+
+
+def _is_interrupt(type_name):
+    return bool(type_name) and type_name.endswith(("InterruptProcessingException", ".Interrupted"))
+
+
+def _raise_interrupted():
+    # As in process: the exception that ends the prompt as interrupted, with the flag cleared.
+    comfy.model_management.throw_exception_if_processing_interrupted()
+    raise comfy.model_management.InterruptProcessingException()
+
+
+def make(runner, env, pack_dir, name, description):
+    """The stand-in class for node `name` of the pack at `pack_dir`."""
+    input_types = _input_types(description["input_types"])
+    attrs = {
+        "INPUT_TYPES": classmethod(lambda cls: _copy(input_types)),
+        "FUNCTION": "run_isolated",
+        "ISOHOST_ENV": env,
+        "ISOHOST_PACK": pack_dir,
+        "__doc__": "%s, run in isohost environment '%s'" % (name, env),
+    }
+    for key in _PLAIN:
+        if key in description:
+            attrs[key] = description[key]
+    for key in _TUPLES:
+        if key in description:
+            attrs[key] = tuple(description[key])
+
+    def run_isolated(self, **inputs):
+        refuse_model_inputs(inputs, name)
+        return runner.call(env, name, "run", pack_dir, name, _node_id(self), inputs)
+
+    attrs["run_isolated"] = run_isolated
+    if description.get("is_changed"):
+        attrs["IS_CHANGED"] = classmethod(
+            lambda cls, **inputs: runner.call(env, name, "is_changed", pack_dir, name, inputs))
+    if description.get("validate_inputs"):
+        attrs["VALIDATE_INPUTS"] = _validate_inputs(runner, env, pack_dir, name,
+                                                    description["validate_inputs"])
+    return type(name if name.isidentifier() else "IsolatedNode", (), attrs)
+
+
+def _node_id(node):
+    """The ComfyUI node id being executed (ComfyUI's executing context), for the worker's
+    instance per node id."""
+    try:
+        from comfy_execution.utils import get_executing_context
+    except ImportError:
+        return "object-%x" % id(node)
+    context = get_executing_context()
+    return context.node_id if context is not None else "object-%x" % id(node)
+
+
+def _validate_inputs(runner, env, pack_dir, name, parameters):
+    """A classmethod with the real VALIDATE_INPUTS's parameter names."""
+    names = [n for n in parameters["names"] if n.isidentifier() and not keyword.iskeyword(n)]
+    signature = ", ".join(["cls"] + names + (["**more"] if parameters["varkw"] else []))
+    passed = "{%s}" % ", ".join("%r: %s" % (n, n) for n in names)
+    if parameters["varkw"]:
+        passed = "dict(%s, **more)" % passed
+    source = "def VALIDATE_INPUTS(%s):\n    return _call(%s)\n" % (signature, passed)
+    scope = {"_call": lambda inputs: runner.call(env, name, "validate_inputs", pack_dir, name,
+                                                 inputs)}
+    exec(source, scope)  # noqa: S102 (names checked above: identifiers only)
+    return classmethod(scope["VALIDATE_INPUTS"])
+
+
+def _input_types(described):
+    """INPUT_TYPES as the real class returns it: each input's spec a tuple (type, options)."""
+    out = {}
+    for category, inputs in described.items():
+        if isinstance(inputs, dict):
+            out[category] = {k: tuple(v) if isinstance(v, list) else v for k, v in inputs.items()}
+        else:
+            out[category] = inputs
+    return out
+
+
+def _copy(input_types):
+    return {category: dict(inputs) if isinstance(inputs, dict) else inputs
+            for category, inputs in input_types.items()}

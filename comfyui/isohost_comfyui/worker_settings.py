@@ -1,0 +1,38 @@
+"""What a worker needs of the host's ComfyUI to behave like it (isohost_comfy_worker.comfy_env):
+its command-line state, its directories, and the GPU the worker is pinned to. Sent with every
+call; a worker applies it once."""
+
+import folder_paths
+
+# Command-line settings that concern this process only, not how a node behaves.
+_HOST_ONLY = {"listen", "port", "enable_cors_header", "max_upload_size", "extra_model_paths_config",
+              "cuda_device", "front_end_version", "front_end_root", "user_directory",
+              "output_directory", "temp_directory", "input_directory", "tls_keyfile",
+              "tls_certfile", "auto_launch", "disable_auto_launch", "quick_test_for_ci",
+              "windows_standalone_build", "multi_user", "verbose", "log_stdout"}
+
+
+def worker_settings(envs):
+    """{env name: its settings}: the same for every environment but the GPU it is pinned to."""
+    from comfy.cli_args import args
+
+    values = {}
+    for name, value in vars(args).items():
+        if name not in _HOST_ONLY and _is_plain(value):
+            values[name] = value.value if hasattr(value, "value") else value
+    folders = {name: getattr(folder_paths, name, None)
+               for name in ("output_directory", "input_directory", "temp_directory",
+                            "user_directory", "models_dir")}
+    folders["folder_names_and_paths"] = {
+        name: [list(paths), sorted(extensions)]
+        for name, (paths, extensions) in folder_paths.folder_names_and_paths.items()}
+    return {name: {"args": values, "folders": folders, "device": env.get("device")}
+            for name, env in envs.items()}
+
+
+def _is_plain(value):
+    if hasattr(value, "value") and isinstance(value.value, (str, int, float, bool)):
+        return True  # an Enum
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    return isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value)

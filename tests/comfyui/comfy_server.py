@@ -1,0 +1,237 @@
+"""A real ComfyUI on 127.0.0.1 for the tests: unpacked from ../shared/comfyui at test time, one
+base directory per server (its custom_nodes, input, output, temp, user), driven through its HTTP
+API and websocket as a browser would."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import websocket
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("ISOHOST_SHARED", REPO.parent / "shared")) / "comfyui"
+ADAPTER = REPO / "comfyui" / "isohost_comfyui"
+START_TIMEOUT = 120
+PROMPT_TIMEOUT = 300
+
+
+def unpack(destination):
+    """ComfyUI and the post-processing pack under `destination`: (ComfyUI root, pack dir)."""
+    for archive in (SHARED / "ComfyUI-0.3.64.tar.gz",
+                    SHARED / "packs" / "ComfyUI-post-processing-nodes.tar.gz"):
+        with tarfile.open(archive) as tar:
+            tar.extractall(destination)
+    return destination / "ComfyUI", destination / "ComfyUI-post-processing-nodes"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ComfyServer:
+    """One ComfyUI process. `custom_nodes`: directories linked into its custom_nodes."""
+
+    def __init__(self, root, base, python, custom_nodes=(), env=None, args=()):
+        self.root, self.base = Path(root), Path(base)
+        for name in ("custom_nodes", "input", "output", "temp", "user", "models"):
+            (self.base / name).mkdir(parents=True, exist_ok=True)
+        for node_dir in custom_nodes:
+            link = self.base / "custom_nodes" / Path(node_dir).name
+            if not link.exists():
+                link.symlink_to(node_dir)
+        self.port = free_port()
+        self.client_id = uuid.uuid4().hex
+        self.log = []
+        self.messages = []  # (monotonic time, message dict) from the websocket
+        self._changed = threading.Condition()
+        self._ready = False
+        environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        environment.pop("PYTHONPATH", None)
+        self.process = subprocess.Popen(
+            [python, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+             "--base-directory", str(self.base), "--disable-auto-launch",
+             "--front-end-root", str(self.base / "user")] + list(args),
+            cwd=self.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace")
+        threading.Thread(target=self._read_log, daemon=True).start()
+        self._wait_for(lambda: self._ready or self.process.poll() is not None, START_TIMEOUT,
+                       "ComfyUI to say it serves")
+        if not self._ready:
+            raise RuntimeError("ComfyUI exited %s before serving:\n%s"
+                               % (self.process.returncode, self.log_tail()))
+        self.ws = websocket.create_connection("ws://127.0.0.1:%d/ws?clientId=%s"
+                                              % (self.port, self.client_id), timeout=None)
+        threading.Thread(target=self._read_ws, daemon=True).start()
+
+    def _read_log(self):
+        for line in self.process.stdout:
+            with self._changed:
+                self.log.append(line.rstrip("\n"))
+                if "To see the GUI go to" in line:
+                    self._ready = True
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _read_ws(self):
+        try:
+            while True:
+                data = self.ws.recv()
+                if isinstance(data, str) and data:
+                    with self._changed:
+                        self.messages.append((time.monotonic(), json.loads(data)))
+                        self._changed.notify_all()
+        except (websocket.WebSocketException, OSError):
+            pass
+
+    def _wait_for(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("waited %d s for %s; log:\n%s"
+                                       % (timeout, what, self.log_tail()))
+                self._changed.wait(left)
+
+    def log_tail(self, lines=60):
+        return "\n".join(self.log[-lines:])
+
+    def request(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data,
+                                     method=method, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as response:
+            text = response.read().decode()
+        return json.loads(text) if text else None
+
+    def object_info(self):
+        return self.request("GET", "/object_info")
+
+    def queue(self, workflow):
+        answer = self.request("POST", "/prompt", {"prompt": workflow, "client_id": self.client_id})
+        return answer["prompt_id"]
+
+    def events(self, prompt_id, kinds=None):
+        """The websocket messages about `prompt_id` so far: [(time, message)]."""
+        with self._changed:
+            return [(t, m) for t, m in self.messages
+                    if isinstance(m.get("data"), dict) and m["data"].get("prompt_id") == prompt_id
+                    and (kinds is None or m["type"] in kinds)]
+
+    def wait_for_event(self, prompt_id, kinds, timeout=PROMPT_TIMEOUT):
+        """The first message of one of `kinds` about `prompt_id`, waiting for it."""
+        found = []
+
+        def seen():
+            found[:] = self.events(prompt_id, kinds)[:1]
+            return bool(found)
+
+        self._wait_for(seen, timeout, "%s of prompt %s" % ("/".join(kinds), prompt_id))
+        return found[0]
+
+    def run(self, workflow, timeout=PROMPT_TIMEOUT):
+        """Queues `workflow`, waits for its end; (end message type, message, history entry)."""
+        prompt_id = self.queue(workflow)
+        _, message = self.wait_for_event(
+            prompt_id, ("execution_success", "execution_error", "execution_interrupted"), timeout)
+        history = self.request("GET", "/history/%s" % prompt_id).get(prompt_id)
+        return message["type"], message, history
+
+    def interrupt(self):
+        sent = time.monotonic()
+        self.request("POST", "/interrupt", {})
+        return sent
+
+    def output_files(self, history):
+        """{node id: [bytes of each image it saved]} from a history entry."""
+        out = {}
+        for node_id, output in (history or {}).get("outputs", {}).items():
+            for image in output.get("images", []):
+                folder = self.base / image.get("type", "output") / image.get("subfolder", "")
+                out.setdefault(node_id, []).append((folder / image["filename"]).read_bytes())
+        return out
+
+    def descendants(self):
+        """Pids of every process under ComfyUI's (its workers and theirs)."""
+        found, todo = [], [self.process.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                for task in os.listdir("/proc/%d/task" % pid):
+                    with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                        children = [int(c) for c in f.read().split()]
+                    found += children
+                    todo += children
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return found
+
+    def stop(self):
+        """Stops ComfyUI and checks that every process it started ended with it."""
+        children = [(pid, _pidfd(pid)) for pid in self.descendants()]
+        try:
+            self.ws.close()
+        except Exception:
+            pass
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        # Nothing of this server's process group may be left (workers included).
+        try:
+            os.killpg(self.process.pid, 0)
+            left = True
+        except ProcessLookupError:
+            left = False
+        if left:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            raise AssertionError("ComfyUI's process group outlived it")
+        # Its workers end with it (their death signal): wait for each to exit, boundedly.
+        import select
+
+        survivors = []
+        for pid, fd in children:
+            if fd is None:
+                continue
+            try:
+                if not select.select([fd], [], [], 10)[0]:
+                    survivors.append(pid)
+            finally:
+                os.close(fd)
+        if survivors:
+            raise AssertionError("processes outlived ComfyUI: %s" % survivors)
+
+
+def _pidfd(pid):
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+def write_test_image(path, width=256, height=192, seed=7):
+    """A deterministic, non-uniform PNG: gradients and seeded noise."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    image = np.stack([x * 255 // max(1, width - 1), y * 255 // max(1, height - 1),
+                      (x + y) % 256], axis=-1).astype(np.int32)
+    image = np.clip(image + rng.integers(-40, 40, image.shape), 0, 255).astype(np.uint8)
+    Image.fromarray(image, "RGB").save(path)

@@ -1,0 +1,70 @@
+"""Real ComfyUI servers for the tests: ComfyUI and the post-processing pack unpacked once per
+session; servers started per module, each with its own base directory."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from comfy_server import REPO, ComfyServer, unpack, write_test_image
+from workflows import IMAGE_FILE
+
+VENV = REPO / ".venv"
+COMFY_PYTHON = str(VENV / "comfyui" / "bin" / "python")
+PACK_PYTHON = str(VENV / "pack" / "bin" / "python")
+TEST_PACKS = Path(__file__).resolve().parent / "packs"
+BUILD_PYTHON = Path(os.environ.get("ISOHOST_BUILD_PYTHON", REPO / "build" / "python"))
+
+if not (BUILD_PYTHON / "isohost").is_dir():
+    raise RuntimeError("%s holds no isohost package: build first (make build)" % BUILD_PYTHON)
+for python in (COMFY_PYTHON, PACK_PYTHON):
+    if not os.access(python, os.X_OK):
+        raise RuntimeError("%s is missing: run scripts/setup --comfyui" % python)
+
+
+@pytest.fixture(scope="session")
+def comfy_tree(tmp_path_factory):
+    """(ComfyUI root, post-processing pack dir), unpacked once."""
+    return unpack(tmp_path_factory.mktemp("unpacked"))
+
+
+def isolated_config(base, envs, host=None, comfyui=None):
+    """isohost.toml in `base`: `envs` is {name: (python, [pack dirs])}."""
+    lines = ["[host]", "call_timeout_seconds = 120", "start_timeout_seconds = 60",
+             "shutdown_grace_seconds = 2"]
+    lines += ["%s = %r" % (k, v) for k, v in (host or {}).items()]
+    if comfyui:
+        lines += ["[comfyui]"] + ["%s = %r" % (k, v) for k, v in comfyui.items()]
+    for name, (python, packs) in envs.items():
+        lines += ["[env.%s]" % name, "python = %r" % str(python),
+                  "packs = [%s]" % ", ".join(repr(str(p)) for p in packs)]
+    (base / "isohost.toml").write_text("\n".join(lines).replace("'", '"') + "\n")
+
+
+def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyui=None,
+                 env=None):
+    root, _ = comfy_tree
+    base.mkdir(parents=True, exist_ok=True)
+    if envs is not None:
+        isolated_config(base, envs, host, comfyui)
+        custom_nodes = list(custom_nodes) + [REPO / "comfyui" / "isohost_comfyui"]
+    (base / "input").mkdir(exist_ok=True)
+    write_test_image(base / "input" / IMAGE_FILE)
+    return ComfyServer(root, base, COMFY_PYTHON, custom_nodes,
+                       env=dict({"ISOHOST_PYTHONPATH": str(BUILD_PYTHON)}, **(env or {})))
+
+
+@pytest.fixture
+def server_factory(comfy_tree, tmp_path):
+    """start(name, **options) -> a running ComfyServer, stopped (and checked) afterwards."""
+    servers = []
+
+    def start(name, **options):
+        server = start_server(comfy_tree, tmp_path / name, **options)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

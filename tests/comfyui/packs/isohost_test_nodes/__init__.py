@@ -1,0 +1,224 @@
+"""Nodes that exercise isohost's ComfyUI adapter: progress, interrupts, state on self,
+IS_CHANGED and VALIDATE_INPUTS, errors, a crash, a model output. Written for these tests; each
+reports through its UI output (the prompt's history)."""
+
+import os
+import sys
+import time
+
+import comfy.utils
+
+ALWAYS = float("nan")  # IS_CHANGED: never equal, so the node runs in every prompt
+
+
+def _ui(**values):
+    return {"ui": {key: [value] for key, value in values.items()}, "result": ()}
+
+
+class Report:
+    """Which process and packages ran it."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "report"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"tag": ("STRING", {"default": "x"})},
+                "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return ALWAYS
+
+    def report(self, tag, unique_id):
+        import numpy
+        return _ui(pid=os.getpid(), numpy=numpy.__version__, executable=sys.executable,
+                   unique_id=str(unique_id), tag=tag)
+
+
+class ProgressLoop:
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "loop"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"steps": ("INT", {"default": 5, "min": 1, "max": 100000}),
+                             "seconds_per_step": ("FLOAT", {"default": 0.0, "min": 0.0})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return ALWAYS
+
+    def loop(self, steps, seconds_per_step):
+        bar = comfy.utils.ProgressBar(steps)
+        for _ in range(steps):
+            if seconds_per_step:
+                time.sleep(seconds_per_step)
+            bar.update(1)
+        return _ui(steps=steps)
+
+
+class BusyLoop:
+    """Spins in Python without a progress tick, until interrupted (or `seconds`)."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "spin"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seconds": ("FLOAT", {"default": 30.0})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return ALWAYS
+
+    def spin(self, seconds):
+        from server import PromptServer
+        PromptServer.instance.send_sync("isohost_test.started", {"pid": os.getpid()})
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pass
+        return _ui(finished=True)
+
+
+class StuckInC:
+    """Blocks in one C call that no Python-level interrupt reaches."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "block"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seconds": ("INT", {"default": 60})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return ALWAYS
+
+    def block(self, seconds):
+        import ctypes
+        from server import PromptServer
+        sleep_in_c = ctypes.CDLL(None).sleep
+        told = False
+        while True:
+            try:
+                if not told:
+                    told = True
+                    PromptServer.instance.send_sync("isohost_test.started", {"pid": os.getpid()})
+                sleep_in_c(seconds)
+                return _ui(finished=True)
+            except BaseException:  # an interrupt that beat the C call: back into C
+                continue
+
+
+class Counter:
+    """Keeps state on self, as ComfyUI's node objects may."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "count"
+
+    def __init__(self):
+        self.count = 0
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"step": ("INT", {"default": 1})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return ALWAYS
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, step):
+        return True if step > 0 else "step must be positive, got %d" % step
+
+    def count(self, step):
+        self.count += step
+        return _ui(count=self.count)
+
+
+class Raises:
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "fail"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"message": ("STRING", {"default": "bad tile size"})}}
+
+    def fail(self, message):
+        raise ValueError(message)
+
+
+class KillSelf:
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "die"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return ALWAYS
+
+    def die(self):
+        os.kill(os.getpid(), 9)
+
+
+class MakeModel:
+    """Returns a model (an nn.Module), which must not cross silently."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "make"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def make(self):
+        import torch
+        return (torch.nn.Linear(4, 4),)
+
+
+class UseModel:
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "use"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",)}}
+
+    def use(self, model):
+        return _ui(used=True)
+
+
+class Invert:
+    """IMAGE in, IMAGE out."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "invert"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    def invert(self, image):
+        return (1.0 - image,)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
+    Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
+    Invert)}
+NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
