@@ -124,7 +124,7 @@ class Counter:
     FUNCTION = "count"
 
     def __init__(self):
-        self.count = 0
+        self.total = 0
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -139,8 +139,8 @@ class Counter:
         return True if step > 0 else "step must be positive, got %d" % step
 
     def count(self, step):
-        self.count += step
-        return _ui(count=self.count)
+        self.total += step
+        return _ui(count=self.total)
 
 
 class Raises:
