@@ -17,6 +17,8 @@ from pathlib import Path
 
 import websocket
 
+from workflows import IMAGE_FILE
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ISOHOST_SHARED", REPO.parent / "shared")) / "comfyui"
 ADAPTER = REPO / "comfyui" / "isohost_comfyui"
@@ -40,7 +42,8 @@ def free_port():
 
 
 class ComfyServer:
-    """One ComfyUI process. `custom_nodes`: directories linked into its custom_nodes."""
+    """One ComfyUI process. `custom_nodes`: directories linked into its custom_nodes. Saved
+    images carry no metadata (the prompt), so that the same pixels are the same bytes."""
 
     def __init__(self, root, base, python, custom_nodes=(), env=None, args=()):
         self.root, self.base = Path(root), Path(base)
@@ -60,7 +63,7 @@ class ComfyServer:
         environment.pop("PYTHONPATH", None)
         self.process = subprocess.Popen(
             [python, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
-             "--base-directory", str(self.base), "--disable-auto-launch",
+             "--base-directory", str(self.base), "--disable-auto-launch", "--disable-metadata",
              "--front-end-root", str(self.base / "user")] + list(args),
             cwd=self.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace")
@@ -144,10 +147,24 @@ class ComfyServer:
     def run(self, workflow, timeout=PROMPT_TIMEOUT):
         """Queues `workflow`, waits for its end; (end message type, message, history entry)."""
         prompt_id = self.queue(workflow)
-        _, message = self.wait_for_event(
+        return self.finish(prompt_id, timeout)
+
+    def finish(self, prompt_id, timeout=PROMPT_TIMEOUT):
+        """Waits for the end of `prompt_id`, then for the queue's status message that ComfyUI
+        sends once the prompt's history is stored."""
+        ended_at, message = self.wait_for_event(
             prompt_id, ("execution_success", "execution_error", "execution_interrupted"), timeout)
+        self._wait_for(lambda: any(t >= ended_at and m.get("type") == "status"
+                                   for t, m in self.messages), timeout, "the queue's status")
         history = self.request("GET", "/history/%s" % prompt_id).get(prompt_id)
         return message["type"], message, history
+
+    def fresh_image(self):
+        """A new name for the test image in this server's input directory (the same bytes), so
+        that a workflow loading it misses ComfyUI's cache."""
+        name = "isohost-%s.png" % uuid.uuid4().hex[:12]
+        (self.base / "input" / name).write_bytes((self.base / "input" / IMAGE_FILE).read_bytes())
+        return name
 
     def interrupt(self):
         sent = time.monotonic()

@@ -5,10 +5,11 @@ exactly the same prompts."""
 IMAGE_FILE = "isohost-test.png"
 
 
-def single_node(name, info, prefix=None):
+def single_node(name, info, prefix=None, image=IMAGE_FILE):
     """LoadImage -> `name` (every IMAGE input from it, every other input its default or first
-    choice) -> SaveImage of each IMAGE output."""
-    workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": IMAGE_FILE}}}
+    choice) -> SaveImage of each IMAGE output. ComfyUI caches a node's output while its inputs
+    stay the same: a new `image` file name (a copy of the test image) makes it run again."""
+    workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": image}}}
     inputs = {}
     for input_name, spec in info["input"].get("required", {}).items():
         kind = spec[0]
@@ -43,10 +44,10 @@ def single_node(name, info, prefix=None):
     return workflow
 
 
-def chain(names, infos, prefix="chain"):
+def chain(names, infos, prefix="chain", image=IMAGE_FILE):
     """LoadImage -> names[0] -> names[1] -> ... -> SaveImage: each node's first IMAGE input from
     the one before (the others from the loaded image)."""
-    workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": IMAGE_FILE}}}
+    workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": image}}}
     previous = ["1", 0]
     for i, name in enumerate(names):
         single = single_node(name, infos[name])["2"]
