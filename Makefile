@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: setup build run test test-plain test-asan test-tsan test-python clean
+.PHONY: setup build run test test-plain test-asan test-tsan test-python test-comfyui clean
 
 setup:
 	@scripts/setup
@@ -19,7 +19,7 @@ build: setup
 run: build
 	$(BUILD)/isohost footprint
 
-test: test-plain test-python test-asan test-tsan
+test: test-plain test-python test-comfyui test-asan test-tsan
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 300
@@ -28,6 +28,12 @@ test-plain: build
 test-python: build
 	$(PYTHON) -m pytest tests/python -q
 	ISOHOST_BUILD_PYTHON=$(abspath $(BUILD))/python $(PYTHON) -m pytest tests/python_host -q
+
+# A real ComfyUI on 127.0.0.1 with the adapter (docs/comfyui.md), in the virtual environments
+# scripts/comfyui-envs makes from PyPI (ComfyUI's requirements; the isolated pack's numpy 1.26).
+test-comfyui: build
+	@scripts/setup --comfyui
+	ISOHOST_BUILD_PYTHON=$(abspath $(BUILD))/python .venv/comfyui/bin/python -m pytest tests/comfyui -q
 
 # Sanitizer builds run the C++ suite again; the workers are plain Python either way.
 # tests/tsan.supp says why its one suppression is a false positive.

@@ -1,0 +1,187 @@
+"""The adapter inside a real ComfyUI: progress, interrupts, crashes, errors in ComfyUI's words,
+state per node id, validation, models that must not cross, packs that fail alone, and the scan
+cache. Nodes from tests/comfyui/packs, isolated in the pack environment (numpy 1.26)."""
+
+import json
+import urllib.error
+
+import pytest
+
+from conftest import PACK_PYTHON, TEST_PACKS, start_server
+
+GRACE = 1.0
+
+
+@pytest.fixture(scope="module")
+def isolated(comfy_tree, tmp_path_factory):
+    base = tmp_path_factory.mktemp("adapter") / "isolated"
+    envs = {"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes",
+                                    TEST_PACKS / "isohost_numpy1_pack",
+                                    TEST_PACKS / "isohost_broken_pack"]),
+            "missing": ("/no/such/python", [TEST_PACKS / "isohost_numpy1_pack"])}
+    server = start_server(comfy_tree, base, envs=envs,
+                          comfyui={"interrupt_grace_seconds": GRACE})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def in_process(comfy_tree, tmp_path_factory):
+    base = tmp_path_factory.mktemp("adapter") / "in_process"
+    server = start_server(comfy_tree, base, custom_nodes=[TEST_PACKS / "isohost_test_nodes",
+                                                          TEST_PACKS / "isohost_numpy1_pack"])
+    yield server
+    server.stop()
+
+
+def node(class_type, node_id="1", **inputs):
+    return {node_id: {"class_type": class_type, "inputs": inputs}}
+
+
+def ui(history, node_id="1"):
+    return history["outputs"][node_id]
+
+
+def report(server):
+    kind, message, history = server.run(node("ReportIsohost", tag="who"))
+    assert kind == "execution_success", message
+    return ui(history)
+
+
+def progress_values(server, steps):
+    prompt_id = server.queue(node("ProgressLoopIsohost", steps=steps, seconds_per_step=0.0))
+    kind, message, _ = server.finish(prompt_id)
+    assert kind == "execution_success", message
+    return [(m["data"]["value"], m["data"]["max"], m["data"]["node"])
+            for _, m in server.events(prompt_id, ("progress",))]
+
+
+def test_progress_reaches_the_websocket_as_in_process(isolated, in_process):
+    expected = [(i, 12, "1") for i in range(1, 13)]
+    assert progress_values(in_process, 12) == expected
+    assert progress_values(isolated, 12) == expected
+
+
+def interrupt_after_start(server, workflow):
+    before = len(server.messages)
+    prompt_id = server.queue(workflow)
+    server._wait_for(lambda: any(m.get("type") == "isohost_test.started"
+                                 for _, m in server.messages[before:]), 60, "the node to start")
+    sent = server.interrupt()
+    ended_at, message = server.wait_for_event(prompt_id, ("execution_interrupted",
+                                                          "execution_error", "execution_success"))
+    server.finish(prompt_id)
+    return message, ended_at - sent
+
+
+def test_an_interrupt_stops_a_python_loop_within_0_2_s_and_the_worker_serves_on(isolated):
+    pid = report(isolated)["pid"]
+    message, seconds = interrupt_after_start(isolated, node("BusyLoopIsohost", seconds=60.0))
+    assert message["type"] == "execution_interrupted", message
+    print("interrupt to execution_interrupted: %.3f s" % seconds)
+    assert seconds < 0.2
+    assert report(isolated)["pid"] == pid
+
+
+def test_an_interrupt_in_process_stops_at_the_next_tick(in_process):
+    prompt_id = in_process.queue(node("ProgressLoopIsohost", steps=10000, seconds_per_step=0.02))
+    in_process.wait_for_event(prompt_id, ("progress",))
+    sent = in_process.interrupt()
+    ended_at, message = in_process.wait_for_event(prompt_id, ("execution_interrupted",))
+    in_process.finish(prompt_id)
+    print("in process, interrupt to execution_interrupted: %.3f s" % (ended_at - sent))
+    assert ended_at - sent < 0.2
+
+
+def test_an_isolated_progress_loop_is_interrupted_at_its_tick(isolated):
+    prompt_id = isolated.queue(node("ProgressLoopIsohost", steps=10000, seconds_per_step=0.02))
+    isolated.wait_for_event(prompt_id, ("progress",))
+    sent = isolated.interrupt()
+    ended_at, message = isolated.wait_for_event(prompt_id, ("execution_interrupted",))
+    isolated.finish(prompt_id)
+    assert ended_at - sent < 0.2
+
+
+def test_a_node_stuck_in_c_is_killed_within_the_grace_and_replaced(isolated):
+    pid = report(isolated)["pid"]
+    message, seconds = interrupt_after_start(isolated, node("StuckInCIsohost", seconds=60))
+    assert message["type"] == "execution_interrupted", message
+    print("stuck in C: interrupt to execution_interrupted %.3f s (grace %.1f s)" % (seconds, GRACE))
+    assert GRACE <= seconds < GRACE + 2
+    assert any("did not stop within 1 s of its interrupt" in line for line in isolated.log)
+    assert report(isolated)["pid"] != pid
+
+
+def test_a_worker_killed_mid_node_fails_the_prompt_by_name_and_the_next_succeeds(isolated):
+    kind, message, _ = isolated.run(node("KillSelfIsohost"))
+    assert kind == "execution_error", message
+    assert message["data"]["exception_type"] == "isohost.WorkerCrashed"
+    assert "killed by SIGKILL" in message["data"]["exception_message"]
+    assert report(isolated)["numpy"] == ["1.26.4"]
+
+
+def test_a_worker_exception_is_comfyuis_execution_error_with_the_workers_traceback(isolated):
+    kind, message, _ = isolated.run(node("RaisesIsohost", message="tile 7 is 0 px wide"))
+    assert kind == "execution_error"
+    data = message["data"]
+    assert data["exception_type"] == "ValueError" and data["node_id"] == "1"
+    assert "tile 7 is 0 px wide" in data["exception_message"]
+    assert "raise ValueError(message)" in data["exception_message"]  # the worker's frame
+    assert "In isolated environment 'tests'" in data["exception_message"]
+
+
+def test_state_on_self_is_kept_per_node_id_between_prompts(isolated):
+    counts = []
+    for node_id in ("7", "7", "8", "7"):
+        kind, message, history = isolated.run(node("CounterIsohost", node_id, step=2))
+        assert kind == "execution_success", message
+        counts.append(ui(history, node_id)["count"][0])
+    assert counts == [2, 4, 2, 6]
+
+
+def test_validate_inputs_is_answered_by_the_worker(isolated):
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        isolated.queue(node("CounterIsohost", step=0))
+    body = json.loads(refused.value.read().decode())
+    assert "step must be positive, got 0" in json.dumps(body)
+
+
+def test_a_model_never_crosses_silently(isolated):
+    workflow = dict(node("MakeModelIsohost", "1"), **node("UseModelIsohost", "2", model=["1", 0]))
+    kind, message, _ = isolated.run(workflow)
+    assert kind == "execution_error", message
+    data = message["data"]
+    assert data["exception_type"].endswith("ModelCannotCross"), data
+    assert "output 0 (MODEL) of MakeModelIsohost is a torch.nn.modules.module.Module" in \
+        data["exception_message"]
+
+
+def test_a_pack_that_fails_and_a_missing_interpreter_are_reported_alone(isolated):
+    log = "\n".join(isolated.log)
+    assert "isohost_broken_pack (environment 'tests') not loaded: ImportError: " \
+           "isohost_broken_pack needs a module this environment lacks" in log
+    assert "(environment 'missing') not loaded: SpawnFailed" in log
+    info = isolated.object_info()
+    assert "ReportIsohost" in info and "NumpyVersionIsohost" in info
+
+
+def test_a_pack_that_needs_numpy_1_runs_isolated_and_would_not_import_in_comfyui(isolated,
+                                                                                  in_process):
+    kind, message, history = isolated.run(node("NumpyVersionIsohost"))
+    assert kind == "execution_success", message
+    assert ui(history)["numpy"] == ["1.26.4"]
+    assert "NumpyVersionIsohost" not in in_process.object_info()
+    assert any("isohost_numpy1_pack needs numpy 1.x, found 2." in line for line in in_process.log)
+
+
+def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
+    envs = {"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes"])}
+    first = start_server(comfy_tree, tmp_path / "cached", envs=envs)
+    first.stop()
+    assert any("started worker 'tests'" in line for line in first.log)
+    second = start_server(comfy_tree, tmp_path / "cached", envs=envs)
+    try:
+        assert not any("started worker" in line for line in second.log), second.log_tail()
+        assert report(second)["numpy"] == ["1.26.4"]  # the first call starts it
+    finally:
+        second.stop()
