@@ -8,7 +8,12 @@ import time
 
 import comfy.utils
 
-ALWAYS = float("nan")  # IS_CHANGED: never equal, so the node runs in every prompt
+
+def always():
+    """What IS_CHANGED returns to run a node in every prompt: a new NaN, never equal to the last
+    one. (One NaN object kept in a constant would compare equal to itself in ComfyUI's cache
+    keys, so in process the node would be cached.)"""
+    return float("nan")
 
 
 def _ui(**values):
@@ -29,7 +34,7 @@ class Report:
 
     @classmethod
     def IS_CHANGED(cls, **kwargs):
-        return ALWAYS
+        return always()
 
     def report(self, tag, unique_id):
         import numpy
@@ -50,7 +55,7 @@ class ProgressLoop:
 
     @classmethod
     def IS_CHANGED(cls, **kwargs):
-        return ALWAYS
+        return always()
 
     def loop(self, steps, seconds_per_step):
         bar = comfy.utils.ProgressBar(steps)
@@ -74,7 +79,7 @@ class BusyLoop:
 
     @classmethod
     def IS_CHANGED(cls, **kwargs):
-        return ALWAYS
+        return always()
 
     def spin(self, seconds):
         from server import PromptServer
@@ -98,7 +103,7 @@ class StuckInC:
 
     @classmethod
     def IS_CHANGED(cls, **kwargs):
-        return ALWAYS
+        return always()
 
     def block(self, seconds):
         import ctypes
@@ -132,7 +137,7 @@ class Counter:
 
     @classmethod
     def IS_CHANGED(cls, **kwargs):
-        return ALWAYS
+        return always()
 
     @classmethod
     def VALIDATE_INPUTS(cls, step):
@@ -169,7 +174,7 @@ class KillSelf:
 
     @classmethod
     def IS_CHANGED(cls, **kwargs):
-        return ALWAYS
+        return always()
 
     def die(self):
         os.kill(os.getpid(), 9)
