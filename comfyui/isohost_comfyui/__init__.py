@@ -14,6 +14,7 @@ one process. A pack that cannot be loaded is reported alone; the others load.
 """
 
 import atexit
+import json
 import logging
 import os
 import sys
@@ -56,8 +57,8 @@ def _load_pack(runner, cache, env, pack_dir, env_config):
     key = catalog.fingerprint(pack_dir, env_config)
     description = cache.get(pack_dir, key)
     if description is None:
-        description = host.call(env, "isohost_comfy_worker.scan:describe", pack_dir,
-                                runner.worker_settings[env])
+        description = json.loads(host.call(env, "isohost_comfy_worker.scan:describe_json",
+                                           pack_dir, runner.worker_settings[env]))
         cache.put(pack_dir, key, description)
     for name, node in description["nodes"].items():
         if name in nodes.NODE_CLASS_MAPPINGS or name in NODE_CLASS_MAPPINGS:

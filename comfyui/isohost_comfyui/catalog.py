@@ -12,7 +12,7 @@ import json
 import logging
 import os
 
-FORMAT = 1
+FORMAT = 2
 
 
 def fingerprint(pack_dir, env_config):

@@ -67,7 +67,7 @@ def _raise_interrupted():
 
 def make(runner, env, pack_dir, name, description):
     """The stand-in class for node `name` of the pack at `pack_dir`."""
-    input_types = _input_types(description["input_types"])
+    input_types = _input_types(description["input_types"], description.get("schema") == "v3")
     attrs = {
         "INPUT_TYPES": classmethod(lambda cls: _copy(input_types)),
         "FUNCTION": "run_isolated",
@@ -84,12 +84,14 @@ def make(runner, env, pack_dir, name, description):
 
     def run_isolated(self, **inputs):
         refuse_model_inputs(inputs, name)
-        return runner.call(env, name, "run", pack_dir, name, _node_id(self), inputs)
+        # In order, as items: a dict that is plain JSON would cross as JSON, out of order.
+        return runner.call(env, name, "run", pack_dir, name, _node_id(self), list(inputs.items()))
 
     attrs["run_isolated"] = run_isolated
     if description.get("is_changed"):
         attrs["IS_CHANGED"] = classmethod(
-            lambda cls, **inputs: runner.call(env, name, "is_changed", pack_dir, name, inputs))
+            lambda cls, **inputs: runner.call(env, name, "is_changed", pack_dir, name,
+                                              list(inputs.items())))
     if description.get("validate_inputs"):
         attrs["VALIDATE_INPUTS"] = _validate_inputs(runner, env, pack_dir, name,
                                                     description["validate_inputs"])
@@ -116,12 +118,12 @@ def _validate_inputs(runner, env, pack_dir, name, parameters):
         passed = "dict(%s, **more)" % passed
     source = "def VALIDATE_INPUTS(%s):\n    return _call(%s)\n" % (signature, passed)
     scope = {"_call": lambda inputs: runner.call(env, name, "validate_inputs", pack_dir, name,
-                                                 inputs)}
+                                                 list(inputs.items()))}
     exec(source, scope)  # noqa: S102 (names checked above: identifiers only)
     return classmethod(scope["VALIDATE_INPUTS"])
 
 
-def _input_types(described):
+def _input_types(described, class_based):
     """INPUT_TYPES as the real class returns it: each input's spec a tuple (type, options)."""
     out = {}
     for category, inputs in described.items():
@@ -129,7 +131,27 @@ def _input_types(described):
             out[category] = {k: tuple(v) if isinstance(v, list) else v for k, v in inputs.items()}
         else:
             out[category] = inputs
+    if class_based and isinstance(out.get("hidden"), dict):
+        out["hidden"] = {k: _HiddenSpec(v) if isinstance(v, tuple) else v
+                         for k, v in out["hidden"].items()}
     return out
+
+
+class _HiddenSpec(tuple):
+    """A class-based node's hidden input, ("PROMPT",) as ComfyUI shows it for such a node, and
+    equal to "PROMPT", which is what ComfyUI's execution looks for in a V1 node's hidden inputs
+    to pass the value; the stand-in is a V1 node, and the worker hands the value to the real
+    class's `hidden`."""
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return len(self) == 1 and self[0] == other
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = tuple.__hash__
 
 
 def _copy(input_types):

@@ -14,9 +14,11 @@ _instances = {}
 
 
 def run(pack_dir, class_name, node_id, kwargs, settings):
-    """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments; returns what
-    it returned (a tuple, or {"ui": ..., "result": ...})."""
+    """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments (a dict, or
+    its items in order: a node that takes **kwargs may read them in order); returns what it
+    returned (a tuple, or {"ui": ..., "result": ...})."""
     comfy_env.prepare(settings)
+    kwargs = dict(kwargs)
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
         result = _run_class_based(cls, kwargs)
@@ -37,12 +39,12 @@ def run(pack_dir, class_name, node_id, kwargs, settings):
 
 def is_changed(pack_dir, class_name, kwargs, settings):
     comfy_env.prepare(settings)
-    return _class(pack_dir, class_name).IS_CHANGED(**kwargs)
+    return _class(pack_dir, class_name).IS_CHANGED(**dict(kwargs))
 
 
 def validate_inputs(pack_dir, class_name, kwargs, settings):
     comfy_env.prepare(settings)
-    return _class(pack_dir, class_name).VALIDATE_INPUTS(**kwargs)
+    return _class(pack_dir, class_name).VALIDATE_INPUTS(**dict(kwargs))
 
 
 def forget(node_ids):
@@ -69,11 +71,18 @@ def _is_class_based(cls):
 
 
 def _run_class_based(cls, kwargs):
-    """A comfy_api node, run as ComfyUI's execution.py runs one: on a locked clone of its class."""
+    """A comfy_api node, run as ComfyUI's execution.py runs one: on a locked clone of its class,
+    whose `hidden` holds the hidden inputs (PROMPT, UNIQUE_ID, ...) that the host's stand-in
+    received as keyword arguments."""
     from comfy_api.internal import make_locked_method_func
+    from comfy_api.latest import io
 
     cls.VALIDATE_CLASS()
-    clone = cls.PREPARE_CLASS_CLONE({})
+    hidden = {}
+    for name, spec in cls.INPUT_TYPES(include_hidden=True).get("hidden", {}).items():
+        if name in kwargs:
+            hidden[io.Hidden(spec[0])] = kwargs.pop(name)
+    clone = cls.PREPARE_CLASS_CLONE(hidden)
     result = make_locked_method_func(cls, cls.FUNCTION, clone)(**kwargs)
     if inspect.isawaitable(result):
         import asyncio

@@ -4,6 +4,7 @@ plain JSON: tuples become lists (the host turns the known ones back), anything e
 JSON becomes its str()."""
 
 import inspect
+import json
 import os
 
 from isohost_comfy_worker import comfy_env, packs
@@ -14,17 +15,30 @@ _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED
 _TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
 
 
+def describe_json(pack_dir, settings):
+    """describe() as JSON text. A result that is plain JSON crosses as JSON, whose objects the
+    host's core does not keep in order; here order matters (a node's inputs appear in ComfyUI in
+    INPUT_TYPES's order), and a string crosses as it is."""
+    return json.dumps(describe(pack_dir, settings))
+
+
 def describe(pack_dir, settings):
     """{"module", "web_directory", "display_names", "nodes": {name: description}} of the pack
     at `pack_dir`, imported here as ComfyUI would import it."""
     comfy_env.prepare(settings)
     module = packs.load(pack_dir)
-    nodes = {name: _describe_class(cls) for name, cls in packs.node_classes(pack_dir).items()}
+    classes = packs.node_classes(pack_dir)
+    nodes = {name: _describe_class(cls) for name, cls in classes.items()}
+    display_names = _plain(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
+    for name, cls in classes.items():
+        if nodes[name]["schema"] == "v3" and name not in display_names:
+            # ComfyUI shows a class-based node under its schema's display name.
+            display_names[name] = cls.GET_SCHEMA().display_name or name
     web = getattr(module, "WEB_DIRECTORY", None)
     return {
         "module": module.__name__,
         "web_directory": os.path.abspath(os.path.join(pack_dir, web)) if web else None,
-        "display_names": _plain(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}),
+        "display_names": display_names,
         "nodes": nodes,
     }
 

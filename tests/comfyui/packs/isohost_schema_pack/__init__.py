@@ -8,7 +8,8 @@ from comfy_api.latest import ComfyExtension, io, ui
 
 
 class ScaleImage(io.ComfyNode):
-    """IMAGE and FLOAT in, IMAGE and STRING out; its UI output says which process ran it."""
+    """IMAGE and FLOAT in, IMAGE and STRING out; its UI output says which process ran it and
+    which node id it was given as a hidden input."""
 
     @classmethod
     def define_schema(cls):
@@ -20,13 +21,15 @@ class ScaleImage(io.ComfyNode):
             inputs=[io.Image.Input("image"),
                     io.Float.Input("factor", default=0.5, min=0.0, max=4.0, step=0.1)],
             outputs=[io.Image.Output(display_name="scaled"), io.String.Output(display_name="pid")],
+            hidden=[io.Hidden.unique_id],
             is_output_node=True,
         )
 
     @classmethod
     def execute(cls, image, factor) -> io.NodeOutput:
         pid = str(os.getpid())
-        return io.NodeOutput((image * factor).clamp(0.0, 1.0), pid, ui=ui.PreviewText(pid))
+        text = "pid %s, node %s" % (pid, cls.hidden.unique_id)
+        return io.NodeOutput((image * factor).clamp(0.0, 1.0), pid, ui=ui.PreviewText(text))
 
 
 class SchemaExtension(ComfyExtension):
