@@ -12,7 +12,7 @@ import json
 import logging
 import os
 
-FORMAT = 2
+FORMAT = 3
 
 
 def fingerprint(pack_dir, env_config):

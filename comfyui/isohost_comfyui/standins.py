@@ -88,6 +88,12 @@ def make(runner, env, pack_dir, name, description):
         return runner.call(env, name, "run", pack_dir, name, _node_id(self), list(inputs.items()))
 
     attrs["run_isolated"] = run_isolated
+    if description.get("check_lazy_status"):
+        def check_lazy_status(self, **inputs):
+            return runner.call(env, name, "check_lazy_status", pack_dir, name, _node_id(self),
+                               list(inputs.items()))
+
+        attrs["check_lazy_status"] = check_lazy_status
     if description.get("is_changed"):
         attrs["IS_CHANGED"] = classmethod(
             lambda cls, **inputs: runner.call(env, name, "is_changed", pack_dir, name,

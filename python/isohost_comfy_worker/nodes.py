@@ -21,30 +21,44 @@ def run(pack_dir, class_name, node_id, kwargs, settings):
     kwargs = dict(kwargs)
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
-        result = _run_class_based(cls, kwargs)
+        result = _run_class_based(cls, cls.FUNCTION, kwargs)
+        result = _node_output(result)
     else:
-        key = (pack_dir, class_name, str(node_id))
-        node = _instances.get(key)
-        if node is None:
-            node = _instances[key] = cls()
-        result = getattr(node, cls.FUNCTION)(**kwargs)
-        if inspect.isawaitable(result):
-            import asyncio
-
-            result = asyncio.run(_awaited(result))
+        node = _instance(pack_dir, class_name, node_id, cls)
+        result = _awaited_result(getattr(node, cls.FUNCTION)(**kwargs))
     values.refuse_models(result, class_name, getattr(cls, "RETURN_NAMES", None)
                          or getattr(cls, "RETURN_TYPES", ()))
     return result
 
 
 def is_changed(pack_dir, class_name, kwargs, settings):
+    """IS_CHANGED of a V1 node, fingerprint_inputs of a class-based one."""
     comfy_env.prepare(settings)
-    return _class(pack_dir, class_name).IS_CHANGED(**dict(kwargs))
+    cls = _class(pack_dir, class_name)
+    if _is_class_based(cls):
+        return _run_class_based(cls, "fingerprint_inputs", dict(kwargs))
+    return _awaited_result(cls.IS_CHANGED(**dict(kwargs)))
 
 
 def validate_inputs(pack_dir, class_name, kwargs, settings):
+    """VALIDATE_INPUTS of a V1 node, validate_inputs of a class-based one."""
     comfy_env.prepare(settings)
-    return _class(pack_dir, class_name).VALIDATE_INPUTS(**dict(kwargs))
+    cls = _class(pack_dir, class_name)
+    if _is_class_based(cls):
+        return _run_class_based(cls, "validate_inputs", dict(kwargs))
+    return _awaited_result(cls.VALIDATE_INPUTS(**dict(kwargs)))
+
+
+def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):
+    """The names of the lazy inputs the node needs evaluated before it runs (its
+    check_lazy_status, on the instance kept for `node_id`; unevaluated inputs are None)."""
+    comfy_env.prepare(settings)
+    kwargs = dict(kwargs)
+    cls = _class(pack_dir, class_name)
+    if _is_class_based(cls):
+        return _run_class_based(cls, "check_lazy_status", kwargs)
+    node = _instance(pack_dir, class_name, node_id, cls)
+    return _awaited_result(node.check_lazy_status(**kwargs))
 
 
 def forget(node_ids):
@@ -62,6 +76,22 @@ def _class(pack_dir, class_name):
     return classes[class_name]
 
 
+def _instance(pack_dir, class_name, node_id, cls):
+    key = (pack_dir, class_name, str(node_id))
+    node = _instances.get(key)
+    if node is None:
+        node = _instances[key] = cls()
+    return node
+
+
+def _awaited_result(result):
+    if inspect.isawaitable(result):
+        import asyncio
+
+        result = asyncio.run(_awaited(result))
+    return result
+
+
 def _is_class_based(cls):
     try:
         from comfy_api.internal import _ComfyNodeInternal
@@ -70,7 +100,7 @@ def _is_class_based(cls):
     return issubclass(cls, _ComfyNodeInternal)
 
 
-def _run_class_based(cls, kwargs):
+def _run_class_based(cls, method, kwargs):
     """A comfy_api node, run as ComfyUI's execution.py runs one: on a locked clone of its class,
     whose `hidden` holds the hidden inputs (PROMPT, UNIQUE_ID, ...) that the host's stand-in
     received as keyword arguments."""
@@ -83,12 +113,13 @@ def _run_class_based(cls, kwargs):
         if name in kwargs:
             hidden[io.Hidden(spec[0])] = kwargs.pop(name)
     clone = cls.PREPARE_CLASS_CLONE(hidden)
-    result = make_locked_method_func(cls, cls.FUNCTION, clone)(**kwargs)
-    if inspect.isawaitable(result):
-        import asyncio
+    return _awaited_result(make_locked_method_func(cls, method, clone)(**kwargs))
 
-        result = asyncio.run(_awaited(result))
-    # A NodeOutput: its result tuple and ui, as a V1 node returns them.
+
+def _node_output(result):
+    """A class-based node's NodeOutput as a V1 node returns it: its result tuple and ui."""
+    if isinstance(result, (tuple, list, dict)) or not hasattr(result, "result"):
+        return result  # what a V1 node returns, which ComfyUI also takes from one
     ui = getattr(result, "ui", None)
     if ui is not None and not isinstance(ui, dict):
         ui = ui.as_dict()

@@ -52,6 +52,7 @@ def _describe_class(cls):
         if hasattr(cls, name):
             description[name] = _plain(getattr(cls, name))
     description["is_changed"] = hasattr(cls, "IS_CHANGED")
+    description["check_lazy_status"] = callable(getattr(cls, "check_lazy_status", None))
     validate = getattr(cls, "VALIDATE_INPUTS", None)
     description["validate_inputs"] = _parameters(validate) if validate is not None else None
     return description
@@ -75,8 +76,14 @@ def _describe_class_based(cls):
             description[name] = _plain(getattr(cls, name))
         except Exception:  # the V3 compatibility properties may raise for odd schemas
             pass
-    description["is_changed"] = False
-    description["validate_inputs"] = None
+    # The schema's fingerprint_inputs and validate_inputs are its IS_CHANGED and
+    # VALIDATE_INPUTS; ComfyUI calls them only where the node overrides them.
+    from comfy_api.internal import first_real_override
+
+    description["is_changed"] = first_real_override(cls, "fingerprint_inputs") is not None
+    validate = first_real_override(cls, "validate_inputs")
+    description["validate_inputs"] = _parameters(validate) if validate is not None else None
+    description["check_lazy_status"] = first_real_override(cls, "check_lazy_status") is not None
     return description
 
 

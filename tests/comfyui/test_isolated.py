@@ -63,7 +63,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 11, names  # ten test nodes and the class-based one
+    assert len(names) == 12, names  # eleven test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -130,6 +130,49 @@ def test_a_class_based_comfy_api_node_runs_isolated_as_in_process(isolated, in_p
     pid = int(my_text.split(",")[0].split()[1])
     assert my_text == "pid %d, node 2" % pid  # its hidden UNIQUE_ID reached the worker
     assert pid != isolated.process.pid and pid in isolated.descendants()
+
+
+def test_a_class_based_nodes_validate_inputs_and_fingerprint_inputs_run_in_the_worker(
+        isolated, in_process):
+    import urllib.error
+
+    for server in (isolated, in_process):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            server.queue({"1": IMAGE, "2": {"class_type": "ScaleImageIsohostSchema",
+                                            "inputs": {"image": ["1", 0], "factor": 3.0}}})
+        assert refused.value.code == 400
+        assert "a factor of 3 is reserved for this test" in refused.value.read().decode()
+        # fingerprint_inputs says it changed: the same prompt runs it again.
+        workflow = {"1": IMAGE, "2": {"class_type": "ScaleImageIsohostSchema",
+                                      "inputs": {"image": ["1", 0], "factor": 0.3}}}
+        run_ok(server, workflow)
+        prompt_id = server.queue(workflow)
+        server.finish(prompt_id)
+        cached = [m["data"]["nodes"] for _, m in server.events(prompt_id, ("execution_cached",))]
+        assert cached == [["1"]], (server is isolated, cached)
+
+
+def test_lazy_inputs_are_evaluated_as_check_lazy_status_asks(isolated, in_process):
+    """LazySwitch's check_lazy_status (in the worker, on its node's object) asks for one input;
+    the branch of the other (an Invert) never runs, as in process."""
+    def switch(server, use_first):
+        workflow = {"1": IMAGE,
+                    "2": {"class_type": "InvertIsohost", "inputs": {"image": ["1", 0]}},
+                    "3": {"class_type": "LazySwitchIsohost", "inputs": {
+                        "use_first": use_first, "first": ["1", 0], "second": ["2", 0]}},
+                    "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0],
+                                                                "filename_prefix": "lazy"}}}
+        prompt_id = server.queue(workflow)
+        kind, message, history = server.finish(prompt_id)
+        assert kind == "execution_success", (message, server.log_tail())
+        ran = [m["data"]["node"] for _, m in server.events(prompt_id, ("executing",))]
+        image = hashlib.sha256(server.output_files(history)["4"][0]).hexdigest()
+        return "2" in ran, image
+
+    for use_first in (True, False):
+        mine, theirs = switch(isolated, use_first), switch(in_process, use_first)
+        assert mine == theirs
+        assert mine[0] is not use_first  # the Invert ran only when its branch was asked for
 
 
 def test_a_changed_pack_is_scanned_again(server_factory, tmp_path):

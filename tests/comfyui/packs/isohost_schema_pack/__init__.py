@@ -26,6 +26,14 @@ class ScaleImage(io.ComfyNode):
         )
 
     @classmethod
+    def validate_inputs(cls, factor):
+        return True if factor != 3.0 else "a factor of 3 is reserved for this test"
+
+    @classmethod
+    def fingerprint_inputs(cls, image, factor):
+        return float("nan")  # never the same: runs in every prompt
+
+    @classmethod
     def execute(cls, image, factor) -> io.NodeOutput:
         pid = str(os.getpid())
         text = "pid %s, node %s" % (pid, cls.hidden.unique_id)

@@ -223,7 +223,29 @@ class Invert:
         return (1.0 - image,)
 
 
+class LazySwitch:
+    """Passes on one of two lazy inputs; ComfyUI evaluates only the one check_lazy_status
+    asks for, so the other branch never runs."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("IMAGE",)
+    FUNCTION = "switch"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"use_first": ("BOOLEAN", {"default": True}),
+                             "first": ("IMAGE", {"lazy": True}),
+                             "second": ("IMAGE", {"lazy": True})}}
+
+    def check_lazy_status(self, use_first, first=None, second=None):
+        if use_first:
+            return ["first"] if first is None else []
+        return ["second"] if second is None else []
+
+    def switch(self, use_first, first=None, second=None):
+        return (first if use_first else second,)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert)}
+    Invert, LazySwitch)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
