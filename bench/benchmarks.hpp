@@ -31,6 +31,10 @@ std::vector<Figure> bench_transfer(const BenchOptions& options);
 // admission.decision (the planner with 16 workers in the ledger) beside
 // admission.read_16_smaps, the /proc reads every snapshot of 16 workers costs at least.
 std::vector<Figure> bench_admission(const BenchOptions& options);
+// comfyui.node_isolated.{Invert,Blur} beside the same node in process plus 1 ms and a copy of
+// each 1024x1024 IMAGE, and comfyui.workflow10_isolated beside the workflow in process plus 5%
+// (bench/comfyui/bench_comfyui.py, run by ComfyUI's interpreter).
+std::vector<Figure> bench_comfyui(const BenchOptions& options);
 // pss.fresh and pss.zygote (limit: pss.fresh): the PSS each extra worker with torch imported
 // adds, fresh or forked from a zygote; "_cuda" names with BenchOptions::cuda.
 std::vector<Figure> bench_pss(const BenchOptions& options);

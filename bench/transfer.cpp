@@ -1,9 +1,8 @@
 #include "benchmarks.hpp"
 #include "elapsed.hpp"
+#include "python_samples.hpp"
 
-#include <cstdio>
 #include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,34 +31,13 @@ Figure memcpy_64mib(int rounds) {
   return summarize("transfer.memcpy_64MiB", "ms", samples);
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // Runs isohost.bench_transfer (python/isohost/bench_transfer.py) through the Python API and
 // returns its samples: {"send_64MiB": [ms, ...], "recv_64MiB": [...]}.
 nlohmann::json python_api_samples(const BenchOptions& options, int rounds) {
-  const std::string command = "PYTHONPATH=" + shell_quote(worker::find_worker_runtime()) + " " +
-                              shell_quote(options.python) + " -m isohost.bench_transfer " +
-                              std::to_string(rounds);
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
-  if (!pipe) throw std::runtime_error("cannot run " + command);
-  std::string output;
-  char chunk[4096];
-  while (std::size_t n = std::fread(chunk, 1, sizeof chunk, pipe.get())) output.append(chunk, n);
-  const int status = ::pclose(pipe.release());
-  // The samples are the last line; the host's log lines may come before it.
-  const auto last_line = output.find_last_of('\n', output.size() > 1 ? output.size() - 2 : 0);
-  auto samples =
-      nlohmann::json::parse(last_line == std::string::npos ? output : output.substr(last_line + 1),
-                            nullptr, /*allow_exceptions=*/false);
-  if (status != 0 || !samples.is_object()) {
-    throw std::runtime_error(command + " failed (status " + std::to_string(status) +
-                             "): is the isohost package built for this Python? " + output);
-  }
-  return samples;
+  return python_samples("PYTHONPATH=" + shell_quote(worker::find_worker_runtime()) + " " +
+                            shell_quote(options.python) + " -m isohost.bench_transfer " +
+                            std::to_string(rounds),
+                        "is the isohost package built for this Python?");
 }
 
 }  // namespace

@@ -1,0 +1,155 @@
+"""isohost bench comfyui: what isolating a ComfyUI node costs (issue 12; docs/comfyui.md).
+
+Run with ComfyUI's interpreter (.venv/comfyui/bin/python): `isohost bench comfyui` does. Prints
+one JSON object of samples (milliseconds) on its last line:
+
+- copy_12MiB: one copy of a 1024x1024 IMAGE (float32, 12 MiB), the physical part of the price;
+- raw_trip: a small message there and back over a socketpair between two processes;
+- node_in_process.NAME / node_isolated.NAME: the node's FUNCTION called on a 1024x1024 IMAGE,
+  in this process and through the adapter's stand-in (the class ComfyUI registers), whose
+  worker runs ComfyUI's own interpreter; the target is at most 1 ms plus one copy of each
+  tensor in and out over the in-process time;
+- workflow10_in_process / workflow10_isolated: ten post-processing nodes in a chain through a
+  real ComfyUI (execution_start to execution_success), the pack in process and isolated.
+"""
+
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "comfyui"))
+
+CHAIN = ["Blur", "Sharpen", "ColorTint", "Glow", "Vignette", "Solarize", "Pixelize",
+         "Quantize", "Parabolize", "ChromaticAberration"]
+
+
+def timed(function, rounds, warmup=3):
+    for _ in range(warmup):
+        function()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        function()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return samples
+
+
+def raw_trip(rounds):
+    parent, child = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        parent.close()
+        while True:
+            data = child.recv(64)
+            if not data:
+                os._exit(0)
+            child.sendall(data)
+    child.close()
+
+    def trip():
+        parent.sendall(b"x" * 32)
+        parent.recv(64)
+
+    samples = timed(trip, rounds)
+    parent.close()
+    os.waitpid(pid, 0)
+    return samples
+
+
+def node_samples(tree, rounds):
+    """In process and through the stand-in, for a cheap node (ours) and a real one (Blur)."""
+    import torch
+
+    root, pack = tree
+    sys.path.insert(0, str(root))
+    sys.argv = [sys.argv[0], "--cpu"]
+    import comfy.options
+    comfy.options.enable_args_parsing()
+    base = Path(tempfile.mkdtemp(prefix="isohost-bench-"))
+    config = base / "isohost.toml"
+    config.write_text('[env.bench]\npython = "%s"\npacks = ["%s", "%s"]\n' % (
+        sys.executable, pack, REPO / "tests" / "comfyui" / "packs" / "isohost_test_nodes"))
+    os.environ["ISOHOST_COMFYUI_CONFIG"] = str(config)
+    os.environ["ISOHOST_PYTHONPATH"] = os.environ.get("ISOHOST_BUILD_PYTHON",
+                                                      str(REPO / "build" / "python"))
+    sys.path.insert(0, str(REPO / "comfyui"))
+    import isohost_comfyui
+
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("postproc", pack / "__init__.py",
+                                                  submodule_search_locations=[str(pack)])
+    postproc = importlib.util.module_from_spec(spec)
+    sys.modules["postproc"] = postproc
+    spec.loader.exec_module(postproc)
+    sys.path.insert(0, str(REPO / "tests" / "comfyui" / "packs"))
+    import isohost_test_nodes
+
+    image = torch.rand(1, 1024, 1024, 3)
+    out = {"copy_12MiB": timed(lambda: image.clone(), rounds)}
+    cases = {"Invert": (isohost_test_nodes.Invert, {"image": image}),
+             "Blur": (postproc.NODE_CLASS_MAPPINGS["Blur"], {"image": image, "blur_radius": 3,
+                                                              "sigma": 1.0})}
+    for name, (cls, kwargs) in cases.items():
+        real = cls()
+        out["node_in_process." + name] = timed(lambda: getattr(real, cls.FUNCTION)(**kwargs), rounds)
+        stand_in_cls = isohost_comfyui.NODE_CLASS_MAPPINGS[name if name == "Blur" else "InvertIsohost"]
+        stand_in = stand_in_cls()
+        result = stand_in.run_isolated(**kwargs)
+        if not torch.equal(result[0], getattr(real, cls.FUNCTION)(**kwargs)[0]):
+            raise AssertionError("%s isolated gave another result" % name)
+        out["node_isolated." + name] = timed(lambda: stand_in.run_isolated(**kwargs), rounds)
+    isohost_comfyui.host.close()
+    return out
+
+
+def workflow_samples(tree, rounds):
+    import conftest
+    import workflows
+
+    base = Path(tempfile.mkdtemp(prefix="isohost-bench-"))
+    _, pack = tree
+    servers = {"in_process": conftest.start_server(tree, base / "in_process", custom_nodes=[pack]),
+               "isolated": conftest.start_server(tree, base / "isolated",
+                                                 envs={"postproc": (sys.executable, [pack])})}
+    out = {}
+    try:
+        infos = workflows.pack_nodes(servers["in_process"].object_info(), "post-processing")
+        for which, server in servers.items():
+            samples = []
+            for i in range(rounds + 1):
+                prompt_id = server.queue(workflows.chain(CHAIN, infos, image=server.fresh_image()))
+                kind, message, _ = server.finish(prompt_id)
+                if kind != "execution_success":
+                    raise AssertionError("%s: %s" % (which, message))
+                start = server.events(prompt_id, ("execution_start",))[0][0]
+                end = server.events(prompt_id, ("execution_success",))[0][0]
+                if i:  # the first run starts the worker
+                    samples.append((end - start) * 1e3)
+            out["workflow10_" + which] = samples
+    finally:
+        for server in servers.values():
+            server.stop()
+    return out
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    from comfy_server import unpack
+
+    tree = unpack(Path(tempfile.mkdtemp(prefix="isohost-bench-tree-")))
+    samples = {"raw_trip": raw_trip(rounds * 20)}
+    samples.update(workflow_samples(tree, max(5, rounds // 10)))
+    samples.update(node_samples(tree, rounds))
+    for name, values in samples.items():
+        print("%-32s median %8.3f ms" % (name, statistics.median(values)), file=sys.stderr)
+    print(json.dumps(samples))
+
+
+if __name__ == "__main__":
+    main()
