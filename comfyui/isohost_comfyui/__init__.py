@@ -17,6 +17,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import sys
 
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -78,6 +79,46 @@ def _describe_failure(error):
     return "%s: %s" % (getattr(error, "kind", type(error).__name__), error)
 
 
+def _config_error(settings, error):
+    # isohost names the TOML it was given, which the adapter wrote from the user's file.
+    return "%s: %s" % (settings.path, re.sub(r"^\(dict\):\d+:\d+: ", "", str(error)))
+
+
+def _make_host(settings):
+    """isohost.Host of the settings; an environment that isohost refuses is logged and left
+    out with its packs, and the others load. None if [host] itself is refused."""
+    try:
+        return isohost.Host(settings.host_config)
+    except isohost.ConfigError:
+        pass
+    host_only = {k: v for k, v in settings.host_config.items() if k != "env"}
+    try:
+        isohost.Host(host_only).close()
+    except isohost.Error as e:
+        _log.error("isohost: no isolated packs loaded: %s", _config_error(settings, e))
+        return None
+    accepted = {}
+    for name, env in settings.host_config.get("env", {}).items():
+        alone = dict(env)
+        if alone.get("prestart") is True and alone.get("preload"):
+            alone["prestart"] = False  # checked, not started
+        try:
+            isohost.Host(dict(host_only, env={name: alone})).close()
+        except isohost.Error as e:
+            packs = [p for n, p in settings.packs if n == name]
+            _log.error("isohost: environment '%s' not loaded (%s): %s", name,
+                       ", ".join(packs) or "no packs", _config_error(settings, e))
+            continue
+        accepted[name] = env
+    settings.host_config = dict(host_only, env=accepted)
+    settings.packs = [(n, p) for n, p in settings.packs if n in accepted]
+    try:
+        return isohost.Host(settings.host_config)
+    except isohost.Error as e:
+        _log.error("isohost: no isolated packs loaded: %s", _config_error(settings, e))
+        return None
+
+
 def _start():
     global host
     path = settings_module.config_path(folder_paths.base_path)
@@ -86,13 +127,11 @@ def _start():
     except settings_module.SettingsError as e:
         _log.error("isohost: no isolated packs loaded: %s", e)
         return
-    try:
-        host = isohost.Host(settings.host_config)
-    except isohost.Error as e:
-        _log.error("isohost: no isolated packs loaded: %s: %s", e.kind, e)
+    host = _make_host(settings)
+    if host is None:
         return
     atexit.register(host.close)
-    runner = standins.Runner(host, worker_settings(settings.host_config["env"]),
+    runner = standins.Runner(host, worker_settings(settings.host_config.get("env", {})),
                              settings.interrupt_grace_seconds)
     bridge.serve(host)
     bridge.join_memory_managers(host)

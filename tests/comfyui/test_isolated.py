@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from comfy_server import ADAPTER
 from conftest import COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, start_server
 
 NODES = TEST_PACKS / "isohost_test_nodes"
@@ -202,3 +203,18 @@ def test_a_broken_configuration_is_one_logged_error_and_comfyui_runs_on(server_f
     assert "ReportIsohost" not in info and "LoadImage" in info
     assert run_ok(server, {"1": IMAGE, "2": {"class_type": "PreviewImage",
                                              "inputs": {"images": ["1", 0]}}})
+
+
+def test_an_environment_isohost_refuses_is_left_out_alone(server_factory, tmp_path):
+    base = tmp_path / "bad_env"
+    base.mkdir()
+    (base / "isohost.toml").write_text(
+        '[env.typo]\npython = "%s"\npythn = "x"\npacks = ["%s"]\n'
+        '[env.pack]\npython = "%s"\npacks = ["%s"]\n' % (PACK_PYTHON, SCHEMA, PACK_PYTHON, NODES))
+    server = server_factory("bad_env", custom_nodes=[ADAPTER])
+    assert any(line.startswith("isohost: environment 'typo' not loaded (%s): %s: unknown key "
+                               "'pythn' in [env.typo]" % (SCHEMA, base / "isohost.toml"))
+               for line in server.log), server.log_tail()
+    info = server.object_info()
+    assert "ReportIsohost" in info and "ScaleImageIsohostSchema" not in info
+    assert report(server)["executable"] == PACK_PYTHON
