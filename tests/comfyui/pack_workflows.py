@@ -16,11 +16,15 @@ defaults, because several nodes need more than their defaults to run or to do an
   W x H): it gets a square image, IMAGE_S.
 - ChromaticAberration, ColorCorrect and Vignette are the identity at their defaults, Quantize
   nearly: they get non-default values.
-- Dissolve (torch.rand_like) and FilmGrain (np.random.randint) draw unseeded random numbers, so
-  their output differs from run to run even in process. Each runs twice: with settings under
-  which the randomness cannot show (Dissolve factor 1.0 keeps image1 since rand < 1 always;
-  FilmGrain intensity 0 scales the noise to zero, temperature and vignette still apply), which
-  is byte-comparable, and with randomness (`*:random`), which only its size can be held to.
+- Dissolve and FilmGrain draw random numbers that nobody seeds. FilmGrain's come from numpy's
+  global generator, seeded from the OS: they differ in every process. Dissolve's come from
+  torch's default generator, which starts from the same fixed seed in every process and advances
+  with each draw: its output repeats only for the same number of draws since the process
+  started (the first Dissolve of a fresh process matches another process's first one; a second
+  run in the same process differs). Each of the two runs twice: with settings under which the
+  randomness cannot show (Dissolve factor 1.0 keeps image1, since rand < 1 always; FilmGrain
+  intensity 0 scales the noise to zero, its temperature and vignette still apply), which is
+  byte-comparable anywhere, and with randomness (`*:random`), to be held to its size only.
 """
 
 import hashlib
