@@ -13,7 +13,7 @@ import comfy.model_management
 
 import isohost
 
-from . import errors
+from . import errors, objects
 from .models import refuse_model_inputs
 
 # Attributes copied from the description as they are, and those ComfyUI expects as tuples.
@@ -32,9 +32,18 @@ class Runner:
         # {env: what its worker applies once (isohost_comfy_worker.comfy_env.prepare)}.
         self.worker_settings = worker_settings
         self.grace = interrupt_grace_seconds
+        self.live_nodes = objects.LiveNodes()
 
-    def call(self, env, node, function, *args):
-        call = self.host.start(env, _WORKER + function, *args, self.worker_settings[env])
+    def call(self, env, node, function, *args, **kwargs):
+        try:
+            return self._call(env, node, function, *args, **kwargs)
+        except BaseException:
+            self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
+            raise
+
+    def _call(self, env, node, function, *args, **kwargs):
+        call = self.host.start(env, _WORKER + function, *args, self.worker_settings[env],
+                               **kwargs)
         interrupted = False
         while True:
             try:
@@ -84,13 +93,16 @@ def make(runner, env, pack_dir, name, description):
 
     def run_isolated(self, **inputs):
         refuse_model_inputs(inputs, name)
+        prompt_id, node_id = objects.executing()
         # In order, as items: a dict that is plain JSON would cross as JSON, out of order.
-        return runner.call(env, name, "run", pack_dir, name, _node_id(self), list(inputs.items()))
+        return runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
+                           list(inputs.items()), live=runner.live_nodes.for_call(env, prompt_id))
 
     attrs["run_isolated"] = run_isolated
     if description.get("check_lazy_status"):
         def check_lazy_status(self, **inputs):
-            return runner.call(env, name, "check_lazy_status", pack_dir, name, _node_id(self),
+            node_id = objects.executing()[1] or "object-%x" % id(self)
+            return runner.call(env, name, "check_lazy_status", pack_dir, name, node_id,
                                list(inputs.items()))
 
         attrs["check_lazy_status"] = check_lazy_status
@@ -102,17 +114,6 @@ def make(runner, env, pack_dir, name, description):
         attrs["VALIDATE_INPUTS"] = _validate_inputs(runner, env, pack_dir, name,
                                                     description["validate_inputs"])
     return type(name if name.isidentifier() else "IsolatedNode", (), attrs)
-
-
-def _node_id(node):
-    """The ComfyUI node id being executed (ComfyUI's executing context), for the worker's
-    instance per node id."""
-    try:
-        from comfy_execution.utils import get_executing_context
-    except ImportError:
-        return "object-%x" % id(node)
-    context = get_executing_context()
-    return context.node_id if context is not None else "object-%x" % id(node)
 
 
 def _validate_inputs(runner, env, pack_dir, name, parameters):

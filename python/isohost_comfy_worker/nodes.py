@@ -13,11 +13,15 @@ from isohost_comfy_worker import comfy_env, packs, values
 _instances = {}
 
 
-def run(pack_dir, class_name, node_id, kwargs, settings):
+def run(pack_dir, class_name, node_id, kwargs, settings, live=None):
     """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments (a dict, or
     its items in order: a node that takes **kwargs may read them in order); returns what it
-    returned (a tuple, or {"ui": ..., "result": ...})."""
+    returned (a tuple, or {"ui": ..., "result": ...}). `live`: the running prompt's [node id,
+    class] pairs, at the first node of a new prompt; the objects of other nodes are dropped, as
+    ComfyUI drops its own."""
     comfy_env.prepare(settings)
+    if live is not None:
+        keep_only(live)
     kwargs = dict(kwargs)
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
@@ -61,10 +65,10 @@ def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):
     return _awaited_result(node.check_lazy_status(**kwargs))
 
 
-def forget(node_ids):
-    """Drops the instances of nodes that are gone from ComfyUI's graph."""
-    gone = {str(n) for n in node_ids}
-    for key in [k for k in _instances if k[2] in gone]:
+def keep_only(live):
+    """Drops the objects of every node but the (node id, class) pairs in `live`."""
+    keep = {(str(node_id), class_name) for node_id, class_name in live}
+    for key in [k for k in _instances if (k[2], k[1]) not in keep]:
         del _instances[key]
 
 

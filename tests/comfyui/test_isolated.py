@@ -111,6 +111,18 @@ def test_node_objects_are_kept_per_node_id_as_in_process(isolated, in_process):
             [(2, 1), (4, 2), (6, 3)], server is isolated
 
 
+def test_a_node_left_out_of_a_prompt_loses_its_object_as_in_process(isolated, in_process):
+    """ComfyUI drops the objects of nodes a prompt lacks: node 7, absent from the second
+    prompt, starts again from nothing in the third; node 8, in all three, counts on."""
+    def counter(*node_ids):
+        return {n: {"class_type": "CounterIsohost", "inputs": {"step": 1}} for n in node_ids}
+
+    for server in (isolated, in_process):
+        counts = [run_ok(server, counter(*ids)) for ids in (("7", "8"), ("8",), ("7", "8"))]
+        assert [{n: c[n]["count"][0] for n in c} for c in counts] == \
+            [{"7": 1, "8": 1}, {"8": 2}, {"7": 1, "8": 3}], server is isolated
+
+
 def scaled(server):
     workflow = {"1": IMAGE,
                 "2": {"class_type": "ScaleImageIsohostSchema",
