@@ -64,7 +64,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 12, names  # eleven test nodes and the class-based one
+    assert len(names) == 14, names  # thirteen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -121,6 +121,22 @@ def test_a_node_left_out_of_a_prompt_loses_its_object_as_in_process(isolated, in
         counts = [run_ok(server, counter(*ids)) for ids in (("7", "8"), ("8",), ("7", "8"))]
         assert [{n: c[n]["count"][0] for n in c} for c in counts] == \
             [{"7": 1, "8": 1}, {"8": 2}, {"7": 1, "8": 3}], server is isolated
+
+
+def test_list_outputs_and_list_inputs_as_in_process(isolated, in_process):
+    """SplitWords' list output makes ComfyUI run Report once per word (three calls on one
+    node's object) and hand JoinWords (INPUT_IS_LIST) every word in one call."""
+    workflow = {"1": {"class_type": "SplitWordsIsohost", "inputs": {"text": "red green blue"}},
+                "2": {"class_type": "ReportIsohost", "inputs": {"tag": ["1", 0]}},
+                "3": {"class_type": "JoinWordsIsohost", "inputs": {"words": ["1", 0],
+                                                                   "separator": "/"}}}
+    results = []
+    for server in (isolated, in_process):
+        outputs = run_ok(server, workflow)
+        results.append((outputs["2"]["tag"], outputs["2"]["unique_id"], outputs["3"]))
+    assert results[0] == results[1]
+    assert results[0] == (["red", "green", "blue"], ["2", "2", "2"],
+                          {"joined": ["red/green/blue"], "calls": [1]})
 
 
 def scaled(server):

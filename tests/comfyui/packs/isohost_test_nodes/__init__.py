@@ -245,7 +245,42 @@ class LazySwitch:
         return (first if use_first else second,)
 
 
+class SplitWords:
+    """A list output (OUTPUT_IS_LIST): ComfyUI runs a downstream node once per item."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("STRING", "INT")
+    RETURN_NAMES = ("words", "count")
+    OUTPUT_IS_LIST = (True, False)
+    FUNCTION = "split"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "one two three"})}}
+
+    def split(self, text):
+        words = text.split()
+        return (words, len(words))
+
+
+class JoinWords:
+    """A list input (INPUT_IS_LIST): one call with every item."""
+    CATEGORY = "isohost_test"
+    INPUT_IS_LIST = True
+    RETURN_TYPES = ("STRING",)
+    OUTPUT_NODE = True
+    FUNCTION = "join"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"words": ("STRING", {"forceInput": True}),
+                             "separator": ("STRING", {"default": "+"})}}
+
+    def join(self, words, separator):
+        joined = separator[0].join(words)
+        return {"ui": {"joined": [joined], "calls": [1]}, "result": (joined,)}
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, LazySwitch)}
+    Invert, LazySwitch, SplitWords, JoinWords)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
