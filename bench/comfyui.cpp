@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -25,7 +26,11 @@ Figure with_limit(Figure figure, double limit, std::string limit_name) {
 }  // namespace
 
 std::vector<Figure> bench_comfyui(const BenchOptions& options) {
-  const std::filesystem::path source = std::filesystem::path(ISOHOST_SOURCE_PYTHON_DIR).parent_path();
+  // $ISOHOST_SOURCE_DIR where the binary runs away from its build tree (the GPU machine).
+  const char* moved = std::getenv("ISOHOST_SOURCE_DIR");
+  const std::filesystem::path source = moved != nullptr && *moved != '\0'
+                                           ? std::filesystem::path(moved)
+                                           : std::filesystem::path(ISOHOST_SOURCE_PYTHON_DIR).parent_path();
   const auto script = source / "bench" / "comfyui" / "bench_comfyui.py";
   const auto samples = python_samples(
       "ISOHOST_BUILD_PYTHON=" + shell_quote(worker::find_worker_runtime()) + " " +

@@ -5,6 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/isohost build/isohost
-# The worker runtime only: the Python host extension is built for this machine's python3.
-mkdir -p .gpu/python && cp -r build/python/isohost_worker .gpu/python/
+# The worker runtime and the ComfyUI adapter's worker side. The Python host package only as
+# built for the GPU machine's python3 (3.12): cmake -S . -B build-py312
+# -DISOHOST_PYTHON=<a python3.12> && cmake --build build-py312 --target _isohost.
+mkdir -p .gpu/python && cp -r build/python/isohost_worker build/python/isohost_comfy_worker .gpu/python/
+if [ -d build-py312/python/isohost ]; then
+  cp -r build-py312/python/isohost .gpu/python/
+  strip --strip-unneeded .gpu/python/isohost/_isohost.*.so
+fi
+# The ComfyUI fixtures (../shared does not travel).
+mkdir -p .gpu/comfyui/packs
+cp ../shared/comfyui/ComfyUI-0.3.64.tar.gz .gpu/comfyui/
+cp ../shared/comfyui/packs/ComfyUI-post-processing-nodes.tar.gz .gpu/comfyui/packs/
 ldd .gpu/isohost

@@ -3,8 +3,9 @@
 # take the others' results with it: the footprint, admission against nvidia-smi, the zygote's
 # figures, and the hibernation checks. Expects the stripped binary and the worker runtime under
 # .gpu/ (bench/gpu/prepare.sh makes them) and writes everything under $OUT (or
-# bench/results/gpu when run by hand). `bench/gpu/run.sh all` also runs the longer benchmarks
-# (bench rtt, bench start, bench hibernate).
+# bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` also runs the ComfyUI checks
+# and bench comfyui (bench/gpu/comfyui.sh); `all` those and the longer benchmarks (bench rtt,
+# bench start, bench hibernate).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-bench/results/gpu}")
@@ -22,6 +23,9 @@ timeout 60 $bin footprint | tee "$out/footprint.txt"
 timeout 200 python3 tests/gpu/check_admission_gpu.py "$bin" 2>&1 | tee "$out/admission-checks.txt"
 timeout 200 bench/gpu/zygote.sh "$bin" "$out"
 timeout 150 python3 tests/gpu/check_hibernate_gpu.py "$(realpath $bin)" 2>&1 | tee "$out/hibernate-checks.txt"
+if [ "${1:-}" = comfyui ] || [ "${1:-}" = all ]; then
+  bench/gpu/comfyui.sh "$bin" "$out"
+fi
 if [ "${1:-}" = all ]; then
   $bin bench rtt | tee "$out/bench-rtt.txt"
   $bin bench start --rounds 500 | tee "$out/bench-start.txt"

@@ -45,6 +45,9 @@ def _apply_args(values):
     args = comfy.cli_args.args
     for name, value in values.items():
         if hasattr(args, name):
+            current = getattr(args, name)
+            if hasattr(current, "value") and not isinstance(value, type(current)):
+                value = type(current)(value)  # an Enum travels as its value
             setattr(args, name, value)
 
 

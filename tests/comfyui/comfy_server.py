@@ -20,7 +20,9 @@ import websocket
 from workflows import IMAGE_FILE
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("ISOHOST_SHARED", REPO.parent / "shared")) / "comfyui"
+# The fixtures' folder: ../shared/comfyui beside the checkout, or $ISOHOST_COMFYUI_FIXTURES (the
+# GPU machine gets a copy of them in the working tree).
+SHARED = Path(os.environ.get("ISOHOST_COMFYUI_FIXTURES", REPO.parent / "shared" / "comfyui"))
 ADAPTER = REPO / "comfyui" / "isohost_comfyui"
 START_TIMEOUT = 120
 PROMPT_TIMEOUT = 300
@@ -45,7 +47,7 @@ class ComfyServer:
     """One ComfyUI process. `custom_nodes`: directories linked into its custom_nodes. Saved
     images carry no metadata (the prompt), so that the same pixels are the same bytes."""
 
-    def __init__(self, root, base, python, custom_nodes=(), env=None, args=()):
+    def __init__(self, root, base, python, custom_nodes=(), env=None, args=(), cpu=True):
         self.root, self.base = Path(root), Path(base)
         for name in ("custom_nodes", "input", "output", "temp", "user", "models"):
             (self.base / name).mkdir(parents=True, exist_ok=True)
@@ -59,10 +61,12 @@ class ComfyServer:
         self.messages = []  # (monotonic time, message dict) from the websocket
         self._changed = threading.Condition()
         self._ready = False
-        environment = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
-        environment.pop("PYTHONPATH", None)
+        environment = dict(os.environ, PYTHONUNBUFFERED="1")
+        environment.pop("PYTHONPATH", None)  # only what `env` gives
+        environment.update(env or {})
         self.process = subprocess.Popen(
-            [python, "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(self.port),
+            [python, "main.py"] + (["--cpu"] if cpu else []) + [
+             "--listen", "127.0.0.1", "--port", str(self.port),
              "--base-directory", str(self.base), "--disable-auto-launch", "--disable-metadata",
              "--front-end-root", str(self.base / "user")] + list(args),
             cwd=self.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -11,8 +11,14 @@ from comfy_server import REPO, ComfyServer, unpack, write_test_image
 from workflows import IMAGE_FILE
 
 VENV = REPO / ".venv"
-COMFY_PYTHON = str(VENV / "comfyui" / "bin" / "python")
-PACK_PYTHON = str(VENV / "pack" / "bin" / "python")
+# The GPU machine runs these with its own python3 for both (tests/gpu/check_comfyui_gpu.py).
+COMFY_PYTHON = os.environ.get("ISOHOST_COMFY_PYTHON", str(VENV / "comfyui" / "bin" / "python"))
+PACK_PYTHON = os.environ.get("ISOHOST_PACK_PYTHON", str(VENV / "pack" / "bin" / "python"))
+# "gpu": ComfyUI runs on the GPU (no --cpu).
+DEVICE = os.environ.get("ISOHOST_COMFY_DEVICE", "cpu")
+# Where ComfyUI's packages that its interpreter lacks were put (the GPU machine's wheels).
+_COMFY_ENV = ({"PYTHONPATH": os.environ["ISOHOST_COMFY_PYTHONPATH"]}
+              if os.environ.get("ISOHOST_COMFY_PYTHONPATH") else {})
 TEST_PACKS = Path(__file__).resolve().parent / "packs"
 BUILD_PYTHON = Path(os.environ.get("ISOHOST_BUILD_PYTHON", REPO / "build" / "python"))
 
@@ -52,7 +58,8 @@ def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyu
     (base / "input").mkdir(exist_ok=True)
     write_test_image(base / "input" / IMAGE_FILE)
     return ComfyServer(root, base, COMFY_PYTHON, custom_nodes,
-                       env=dict({"ISOHOST_PYTHONPATH": str(BUILD_PYTHON)}, **(env or {})))
+                       env=dict(_COMFY_ENV, ISOHOST_PYTHONPATH=str(BUILD_PYTHON), **(env or {})),
+                       cpu=DEVICE == "cpu")
 
 
 @pytest.fixture
