@@ -240,8 +240,9 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=30, help="timed calls per peer, each way")
     ap.add_argument("--warmup", type=int, default=5, help="untimed calls per peer, each way")
     ap.add_argument("--chain-rounds", type=int, default=5, help="timed ten-node chains, each way")
-    ap.add_argument("--sealed-calls", type=int, default=2,
-                    help="timed calls for pyisolate-sealed (about 20 s each here; 0 skips it)")
+    ap.add_argument("--sealed-calls", type=int, default=1,
+                    help="timed calls for pyisolate-sealed, after its one untimed check call "
+                         "(20-30 s each here; 0 skips it)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per peer")
     ap.add_argument("--root", type=Path, default=default_root())
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -430,7 +431,7 @@ def _pyisolate_run(lay, args, *, sealed: bool):
                 return node.invert(image=x)[0]
 
         calls = min(args.calls, args.sealed_calls) if sealed else args.calls
-        warmup = min(args.warmup, 1) if sealed else args.warmup
+        warmup = 0 if sealed else args.warmup  # sealed: the check call is its warm-up
         chain_rounds = 0 if sealed else args.chain_rounds
         m = await loop.run_in_executor(
             None, lambda: measure(isolated, in_process, image, warmup, calls, chain_rounds))
