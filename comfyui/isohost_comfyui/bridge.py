@@ -23,7 +23,13 @@ def serve(host):
 def _progress(value):
     hook = comfy.utils.PROGRESS_BAR_HOOK
     if hook is not None:
-        hook(value["value"], value["total"], None, value.get("prompt_id"), value.get("node_id"))
+        preview = value.get("preview")
+        if preview is not None:
+            from isohost_comfy_worker import previews
+
+            preview = previews.decode(preview)
+        hook(value["value"], value["total"], preview, value.get("prompt_id"),
+             value.get("node_id"))
 
 
 def _send_sync(value):

@@ -121,10 +121,14 @@ def _install_server():
 
 
 def _progress_hook(value, total, preview_image=None, prompt_id=None, node_id=None):
-    # The preview (an image) is not sent: the host's hook gets None and sends the event only.
+    # A preview image travels shrunk and lossless (previews.py).
+    from isohost_comfy_worker import previews
+
+    preview = previews.encode(preview_image) if preview_image is not None else None
     try:
         isohost_worker.ask("comfy.progress", {"value": value, "total": total,
-                                             "prompt_id": prompt_id, "node_id": node_id})
+                                             "prompt_id": prompt_id, "node_id": node_id,
+                                             "preview": preview})
     except isohost_worker.AskFailed as e:
         if e.type_name.endswith("InterruptProcessingException"):
             import comfy.model_management

@@ -64,7 +64,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 14, names  # thirteen test nodes and the class-based one
+    assert len(names) == 15, names  # fourteen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -137,6 +137,45 @@ def test_list_outputs_and_list_inputs_as_in_process(isolated, in_process):
     assert results[0] == results[1]
     assert results[0] == (["red", "green", "blue"], ["2", "2", "2"],
                           {"joined": ["red/green/blue"], "calls": [1]})
+
+
+def previews_of(server, steps):
+    """The preview frames ComfyUI sends over the websocket for PreviewSteps: [(event type,
+    image type, width, height, the decoded image's bytes)]. On a websocket of our own, with its
+    own client id (the harness's keeps text messages only)."""
+    import io
+    import struct
+    import uuid
+
+    import websocket
+    from PIL import Image
+
+    client_id = uuid.uuid4().hex
+    ws = websocket.create_connection("ws://127.0.0.1:%d/ws?clientId=%s"
+                                     % (server.port, client_id), timeout=60)
+    try:
+        server.request("POST", "/prompt", {"client_id": client_id, "prompt": {
+            "1": {"class_type": "PreviewStepsIsohost", "inputs": {"steps": steps}}}})
+        frames = []
+        while True:
+            data = ws.recv()
+            if isinstance(data, bytes):
+                event, image_type = struct.unpack(">II", data[:8])
+                image = Image.open(io.BytesIO(data[8:]))
+                frames.append((event, image_type, image.size, image.convert("RGB").tobytes()))
+            elif '"execution_success"' in data or '"execution_error"' in data:
+                assert "execution_success" in data, data
+                return frames
+    finally:
+        ws.close()
+
+
+def test_progress_previews_reach_the_websocket_as_in_process(isolated, in_process):
+    mine, theirs = previews_of(isolated, 3), previews_of(in_process, 3)
+    assert [f[:3] for f in mine] == [(1, 1, (512, 256))] * 3  # PREVIEW_IMAGE, JPEG
+    assert [f[:3] for f in mine] == [f[:3] for f in theirs]
+    for (*_, mine_pixels), (*_, their_pixels) in zip(mine, theirs):
+        assert mine_pixels == their_pixels  # shrunk the same way, one JPEG encoding
 
 
 def scaled(server):

@@ -245,6 +245,34 @@ class LazySwitch:
         return (first if use_first else second,)
 
 
+class PreviewSteps:
+    """A progress bar with a preview image at each step, as a sampler's latent preview is
+    sent: ("JPEG", a PIL image, the largest size to show)."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "steps"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"steps": ("INT", {"default": 3, "min": 1})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return always()
+
+    def steps(self, steps):
+        from PIL import Image
+
+        bar = comfy.utils.ProgressBar(steps)
+        for step in range(steps):
+            image = Image.new("RGB", (640, 320))
+            image.putdata([((x * 255) // 639, (y * 255) // 319, (40 * step) % 256)
+                           for y in range(320) for x in range(640)])
+            bar.update_absolute(step + 1, steps, ("JPEG", image, 512))
+        return _ui(steps=steps)
+
+
 class SplitWords:
     """A list output (OUTPUT_IS_LIST): ComfyUI runs a downstream node once per item."""
     CATEGORY = "isohost_test"
@@ -282,5 +310,5 @@ class JoinWords:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, LazySwitch, SplitWords, JoinWords)}
+    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
