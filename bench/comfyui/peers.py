@@ -199,7 +199,10 @@ def run_peer(lay: Layout, peer: str, args) -> dict:
     env["PATH"] = f"{lay.host / 'bin'}:{env.get('PATH', '')}"  # pyisolate finds uv on PATH
     # pyisolate's own advice for share_torch under its sandbox (benchmarks/simple_benchmark.py):
     # torch's shared-memory manager puts its socket in TMPDIR, and the sandbox's /tmp is private.
-    env["TMPDIR"] = "/dev/shm"
+    # A directory of its own there, removed afterwards: the child ends with os._exit, and what
+    # the peers leave in TMPDIR (comfy-env's staged worker scripts, multiprocessing's) goes too.
+    tmpdir = tempfile.mkdtemp(prefix="isohost-peers-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    env["TMPDIR"] = tmpdir
     env["COMFY_ENV_ROOT"] = str(lay.ce_workspace)
     env.pop("PYTHONPATH", None)
     cmd = [str(lay.host_python), str(Path(__file__).resolve()), "--child", peer,
@@ -216,6 +219,7 @@ def run_peer(lay: Layout, peer: str, args) -> dict:
             out = e.stdout if isinstance(e.stdout, str) else (e.stdout or b"").decode(errors="replace")
             rc = None
         logf.write("\n--- child stdout ---\n" + (out or ""))
+    shutil.rmtree(tmpdir, ignore_errors=True)
     result = None
     for line in (out or "").splitlines():
         if line.startswith(RESULT_MARK):
