@@ -144,6 +144,24 @@ def _install_progress():
 
 
 def _install_interrupt():
-    import comfy.model_management
+    """ComfyUI's interrupt raises InterruptProcessingException in the node's thread at its next
+    bytecode, and ComfyUI's own checks see it: a node (or comfy's samplers) polling
+    processing_interrupted() or calling throw_exception_if_processing_interrupted() in the worker
+    sees the host's interrupt of the call in flight, as it would see the flag in process (a node
+    that swallows the raised exception still stops where it polls)."""
+    import comfy.model_management as mm
 
-    isohost_worker.on_interrupt(comfy.model_management.InterruptProcessingException)
+    isohost_worker.on_interrupt(mm.InterruptProcessingException)
+    original_flag = mm.processing_interrupted
+    original_throw = mm.throw_exception_if_processing_interrupted
+
+    def processing_interrupted():
+        return isohost_worker.interrupted() or original_flag()
+
+    def throw_exception_if_processing_interrupted():
+        if isohost_worker.interrupted():
+            raise mm.InterruptProcessingException()
+        original_throw()
+
+    mm.processing_interrupted = processing_interrupted
+    mm.throw_exception_if_processing_interrupted = throw_exception_if_processing_interrupted

@@ -64,7 +64,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 15, names  # fourteen test nodes and the class-based one
+    assert len(names) == 16, names  # fifteen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -176,6 +176,29 @@ def test_progress_previews_reach_the_websocket_as_in_process(isolated, in_proces
     assert [f[:3] for f in mine] == [f[:3] for f in theirs]
     for (*_, mine_pixels), (*_, their_pixels) in zip(mine, theirs):
         assert mine_pixels == their_pixels  # shrunk the same way, one JPEG encoding
+
+
+def test_a_thread_polling_comfyuis_interrupt_flag_sees_it_as_in_process(isolated, in_process):
+    """PollingThread's work thread polls processing_interrupted() while the node's thread
+    waits in join(); it stops when the flag is set, and ComfyUI ends the prompt as interrupted
+    before the next node. Isolated, the worker's flag is the host's interrupt of the call, so the
+    thread stops as it does in process: no wait for the grace period, no kill."""
+    before = report(isolated)["pid"]
+    for server in (isolated, in_process):
+        mark = len(server.messages)
+        prompt_id = server.queue({
+            "1": {"class_type": "PollingThreadIsohost", "inputs": {"seconds": 30.0}},
+            "2": {"class_type": "ReportIsohost", "inputs": {"tag": ["1", 0]}}})
+        server._wait_for(lambda: any(m.get("type") == "isohost_test.started"
+                                     for _, m in server.messages[mark:]), 60, "the loop")
+        time.sleep(0.3)
+        sent = server.interrupt()
+        ended_at, message = server.wait_for_event(
+            prompt_id, ("execution_success", "execution_error", "execution_interrupted"), 60)
+        server.finish(prompt_id)
+        assert message["type"] == "execution_interrupted", (server is isolated, message)
+        assert ended_at - sent < 0.5, (server is isolated, ended_at - sent)
+    assert report(isolated)["pid"] == before
 
 
 def scaled(server):

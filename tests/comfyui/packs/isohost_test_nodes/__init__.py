@@ -90,6 +90,45 @@ class BusyLoop:
         return _ui(finished=True)
 
 
+class PollingThread:
+    """Works in a thread of its own that polls ComfyUI's interrupt flag, as packs that run work
+    beside the node's thread do; the node's thread waits for it in C (join), where no raised
+    exception reaches it. Stops when the flag is set."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("STRING",)
+    FUNCTION = "spin"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seconds": ("FLOAT", {"default": 30.0})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return always()
+
+    def spin(self, seconds):
+        import threading
+
+        import comfy.model_management
+        from server import PromptServer
+
+        stopped = []
+
+        def work():
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                if comfy.model_management.processing_interrupted():
+                    stopped.append(True)
+                    return
+                time.sleep(0.001)
+
+        PromptServer.instance.send_sync("isohost_test.started", {"pid": os.getpid()})
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        return ("stopped" if stopped else "finished",)
+
+
 class StuckInC:
     """Blocks in one C call that no Python-level interrupt reaches."""
     CATEGORY = "isohost_test"
@@ -310,5 +349,5 @@ class JoinWords:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps)}
+    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
