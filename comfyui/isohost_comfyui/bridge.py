@@ -58,7 +58,8 @@ def join_memory_managers(host):
         if getattr(device, "type", None) == "cuda":
             short = int(memory_required - comfy.model_management.get_free_memory(device))
             if short > 0:
-                answer = host.make_room(short, device.index or 0)
+                # Admission makes `memory_required` free on the card, counting what is free now.
+                answer = host.make_room(int(memory_required), device.index or 0)
                 logging.info("isohost: made room for ComfyUI's own load: %s",
                              answer.get("explanation"))
         return unloaded

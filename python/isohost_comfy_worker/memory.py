@@ -46,7 +46,8 @@ def free_memory(memory_required, device, keep_loaded=[]):  # noqa: B006 (ComfyUI
         logging.warning("isohost: the host's ComfyUI could not free memory: %s", e)
     short = int(memory_required - mm.get_free_memory(device))
     if short > 0:
-        reservation = isohost_worker.reserve_vram(short, device=index)
+        # Admission makes `memory_required` free on the card, counting what is free now.
+        reservation = isohost_worker.reserve_vram(int(memory_required), device=index)
         # The grant holds the bytes back from other workers until this call ends.
         logging.info("isohost: asked the host for %d MiB on GPU %d: %s", short >> 20, index,
                      reservation.outcome)

@@ -2,6 +2,7 @@
 session; servers started per module, each with its own base directory."""
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ BUILD_PYTHON = Path(os.environ.get("ISOHOST_BUILD_PYTHON", REPO / "build" / "pyt
 if not (BUILD_PYTHON / "isohost").is_dir():
     raise RuntimeError("%s holds no isohost package: build first (make build)" % BUILD_PYTHON)
 for python in (COMFY_PYTHON, PACK_PYTHON):
-    if not os.access(python, os.X_OK):
+    if not shutil.which(python):
         raise RuntimeError("%s is missing: run scripts/setup --comfyui" % python)
 
 

@@ -5,7 +5,8 @@ ISOHOST_COMFY_PYTHONPATH for the wheels ComfyUI needs, ISOHOST_BUILD_PYTHON,
 ISOHOST_COMFYUI_FIXTURES).
 
 1. CUDA tensors cross: an isolated node's CUDA output arrives in ComfyUI on cuda:0, an isolated
-   Blur takes a CUDA input, and the workflow's bytes equal the same workflow in process.
+   node takes a CUDA input and gives one back, and the workflow's bytes equal the same workflow
+   in process.
 2. One view of the card, with another process holding all but 26 GiB of it: ComfyUI loads a
    12 GiB model of its own; an isolated node's 12 GiB load makes ComfyUI offload its model;
    ComfyUI's own load again makes isohost hibernate (or release, or reap) the idle worker.
@@ -22,7 +23,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "comfyui"))
 
 import conftest  # noqa: E402
-import workflows  # noqa: E402
 from comfy_server import unpack  # noqa: E402
 
 PACKS = conftest.TEST_PACKS
@@ -46,12 +46,12 @@ def run(server, workflow):
 
 
 def cuda_workflow(server, to_cuda, device_of):
+    """LoadImage -> ToCuda -> InvertIsohost (on the GPU: the post-processing pack's own nodes
+    keep their kernels on the CPU) -> SaveImage, and where each CUDA tensor arrived."""
     image = server.fresh_image()
-    infos = workflows.pack_nodes(server.object_info(), "")
-    blur = workflows.single_node("Blur", infos["Blur"], image=image)["2"]
     workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": image}},
                 "2": {"class_type": to_cuda, "inputs": {"image": ["1", 0]}},
-                "3": {"class_type": "Blur", "inputs": dict(blur["inputs"], image=["2", 0])},
+                "3": {"class_type": "InvertIsohost", "inputs": {"image": ["2", 0]}},
                 "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0],
                                                             "filename_prefix": "cuda"}},
                 "5": {"class_type": device_of, "inputs": {"image": ["2", 0]}},
@@ -63,17 +63,18 @@ def cuda_workflow(server, to_cuda, device_of):
 
 
 def check_cuda_tensors(tree, base):
-    _, pack = tree
     host_nodes = PACKS / "isohost_gpu_host_nodes"
-    in_process = conftest.start_server(tree, base / "in_process", custom_nodes=[pack, host_nodes])
+    in_process = conftest.start_server(tree, base / "in_process",
+                                       custom_nodes=[host_nodes, PACKS / "isohost_test_nodes"])
     isolated = conftest.start_server(
         tree, base / "isolated", custom_nodes=[host_nodes],
-        envs={"gpu": (conftest.PACK_PYTHON, [pack, PACKS / "isohost_gpu_nodes"])})
+        envs={"gpu": (conftest.PACK_PYTHON, [PACKS / "isohost_test_nodes",
+                                             PACKS / "isohost_gpu_nodes"])})
     try:
         mine = cuda_workflow(in_process, "ToCudaHost", "DeviceOfHost")
         theirs = cuda_workflow(isolated, "ToCudaIsolated", "DeviceOfHost")
         check("cuda.crossing", theirs[1] == "cuda:0" and theirs[2] == "cuda:0",
-              "an isolated node's CUDA output arrives on %s, the isolated Blur's on %s"
+              "an isolated node's CUDA output arrives on %s, the isolated Invert's on %s"
               % (theirs[1], theirs[2]))
         check("cuda.same_bytes", mine[0] == theirs[0] and mine[1] == "cuda:0",
               "in process %s, isolated %s" % (mine[0][0][:12], theirs[0][0][:12]))
