@@ -136,7 +136,9 @@ def test_state_on_self_is_kept_per_node_id_between_prompts(isolated):
         kind, message, history = isolated.run(node("CounterIsohost", node_id, step=2))
         assert kind == "execution_success", message
         counts.append(ui(history, node_id)["count"][0])
-    assert counts == [2, 4, 2, 6]
+    # Node 7 is absent from the third prompt, so ComfyUI drops its object, as in process
+    # (test_isolated.py compares the two): the fourth prompt counts from nothing again.
+    assert counts == [2, 4, 2, 2]
 
 
 def test_validate_inputs_is_answered_by_the_worker(isolated):
