@@ -77,6 +77,16 @@ def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_p
                                                                       "seconds_per_step"]
 
 
+def test_the_packs_web_directory_is_served_as_in_process(isolated, in_process):
+    import urllib.request
+
+    script = "/extensions/isohost_test_nodes/isohost_test.js"
+    for server in (isolated, in_process):
+        assert script in server.request("GET", "/extensions"), server is isolated
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (server.port, script)) as answer:
+            assert answer.read() == (NODES / "web" / "isohost_test.js").read_bytes()
+
+
 def test_a_node_runs_in_its_worker_and_gets_its_hidden_inputs(isolated, in_process):
     there = report(isolated, tag="abc", node="17")
     assert there["executable"] == PACK_PYTHON and there["numpy"].startswith("1.26.")

@@ -351,3 +351,4 @@ NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
     Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
+WEB_DIRECTORY = "./web"
