@@ -13,7 +13,7 @@ import time
 import pytest
 
 from comfy_server import ComfyServer
-from conftest import COMFY_PYTHON, TEST_PACKS
+from conftest import _COMFY_ENV, COMFY_PYTHON, DEVICE, TEST_PACKS
 import pack_workflows as pw
 
 PACK_MODULE = "custom_nodes.ComfyUI-post-processing-nodes"
@@ -27,7 +27,8 @@ def server(comfy_tree, tmp_path_factory):
     # --cache-none: every prompt runs every node, so a repeated workflow really runs again.
     started = time.monotonic()
     server = ComfyServer(root, base, COMFY_PYTHON, [pack, TEST_PACKS / "isohost_test_nodes"],
-                         env=pw.font_env(base), args=["--cache-none"])
+                         env=dict(_COMFY_ENV, **pw.font_env(base)), args=["--cache-none"],
+                         cpu=DEVICE == "cpu")
     print("\nComfyUI in process: serving %.1f s after start" % (time.monotonic() - started))
     try:
         yield server
