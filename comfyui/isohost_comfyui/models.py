@@ -2,7 +2,7 @@
 holds one is refused by name before anything is sent. The worker refuses the same for outputs
 (isohost_comfy_worker.values, which this reuses: both sides recognise the same classes)."""
 
-from isohost_comfy_worker.values import ModelCannotCross, find_model
+from isohost_comfy_worker.values import ModelCannotCross, find_model, where
 
 
 def refuse_model_inputs(inputs, node):
@@ -12,5 +12,4 @@ def refuse_model_inputs(inputs, node):
             raise ModelCannotCross(
                 "input '%s' of %s is a %s%s: a model stays in the process that holds it, and "
                 "this node runs in an isolated worker; load the model inside that node's "
-                "environment instead" % (name, node, found[1],
-                                         " (at %s)" % found[0] if found[0] else ""))
+                "environment instead" % (name, node, found[1], where(found[0])))

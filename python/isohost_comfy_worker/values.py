@@ -20,6 +20,10 @@ class ModelCannotCross(TypeError):
     """A model was about to be copied between the host's ComfyUI and an isolated worker."""
 
 
+class _Found(Exception):
+    pass
+
+
 def model_kind(value):
     """The name of the model class `value` is (or derives from), or None."""
     for cls in type(value).__mro__:
@@ -28,8 +32,78 @@ def model_kind(value):
     return None
 
 
-def find_model(value, depth=0):
-    """(path, class name) of the first model inside `value` (lists, tuples, dicts), or None."""
+def find_model(value):
+    """(where, class name) of the first model in `value`, or None. `where` is "" for the value
+    itself, a path such as "[0]['model']" inside lists, tuples and dicts, or "held by a
+    spandrel.ImageModelDescriptor" for a model that an object of another class holds (an upscale
+    model's descriptor, a pack's wrapper): anything pickling would reach and copy."""
+    if isinstance(value, (str, int, float, bool, bytes, type(None))) or _is_array(value):
+        return None  # the common inputs, at once
+    found = _find_in_containers(value, 0)
+    if found is None:
+        found = _find_held(value)
+    return found
+
+
+def _is_array(value):
+    """A torch tensor or a numpy array, whose contents hold no model."""
+    return hasattr(value, "shape") and type(value).__module__.split(".")[0] in ("torch", "numpy")
+
+
+def _find_held(value):
+    """A dry run of pickling `value` that stops at the first model it meets and copies
+    nothing: arrays and tensors are passed over, their contents unread, and the stream goes
+    nowhere. A value that cannot be pickled at all is left to isohost's own error."""
+    finder = _finder_class()(_NOWHERE, protocol=5, buffer_callback=_out_of_band)
+    try:
+        finder.dump(value)
+    except _Found as found:
+        holder = finder.holders[0] if finder.holders else type(value).__name__
+        return "held by a %s" % holder, str(found)
+    except Exception:
+        return None
+    return None
+
+
+class _Nowhere:
+    def write(self, data):
+        return len(data)
+
+
+_NOWHERE = _Nowhere()
+_finder = None
+
+
+def _out_of_band(buffer):
+    return False
+
+
+def _finder_class():
+    global _finder
+    if _finder is None:
+        import pickle
+
+        class Finder(pickle.Pickler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.holders = []
+
+            def reducer_override(self, obj):
+                kind = model_kind(obj)
+                if kind is not None:
+                    raise _Found(kind)
+                if _is_array(obj):
+                    return int, ()  # passed over, its contents unread
+                cls = type(obj)
+                if not self.holders and cls.__module__ != "builtins":
+                    self.holders.append("%s.%s" % (cls.__module__, cls.__qualname__))
+                return NotImplemented
+
+        _finder = Finder
+    return _finder
+
+
+def _find_in_containers(value, depth):
     kind = model_kind(value)
     if kind is not None:
         return "", kind
@@ -42,7 +116,7 @@ def find_model(value, depth=0):
     else:
         return None
     for key, item in items:
-        found = find_model(item, depth + 1)
+        found = _find_in_containers(item, depth + 1)
         if found is not None:
             return "[%r]%s" % (key, found[0]), found[1]
     return None
@@ -60,5 +134,11 @@ def refuse_models(result, node, names):
             raise ModelCannotCross(
                 "output %d (%s) of %s is a %s%s: a model stays in the process that holds it, "
                 "and this node runs in an isolated worker; run the nodes that use it in the "
-                "same environment" % (index, name, node, found[1],
-                                      " (at %s)" % found[0] if found[0] else ""))
+                "same environment" % (index, name, node, found[1], where(found[0])))
+
+
+def where(path):
+    """The words for find_model's `where`, for a message."""
+    if not path:
+        return ""
+    return " (%s)" % path if path.startswith("held by") else " (at %s)" % path

@@ -64,7 +64,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 16, names  # fifteen test nodes and the class-based one
+    assert len(names) == 17, names  # sixteen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -251,6 +251,15 @@ def test_a_class_based_nodes_validate_inputs_and_fingerprint_inputs_run_in_the_w
         server.finish(prompt_id)
         cached = [m["data"]["nodes"] for _, m in server.events(prompt_id, ("execution_cached",))]
         assert cached == [["1"]], (server is isolated, cached)
+
+
+def test_an_object_holding_a_model_never_crosses(isolated):
+    kind, message, _ = isolated.run({"1": {"class_type": "MakeHolderIsohost", "inputs": {}}})
+    assert kind == "execution_error", message
+    assert message["data"]["exception_type"].endswith("ModelCannotCross")
+    assert message["data"]["exception_message"].startswith(
+        "output 0 (UPSCALE_MODEL) of MakeHolderIsohost is a torch.nn.modules.module.Module (held "
+        "by a types.SimpleNamespace)")
 
 
 def test_lazy_inputs_are_evaluated_as_check_lazy_status_asks(isolated, in_process):

@@ -234,6 +234,25 @@ class MakeModel:
         return (torch.nn.Linear(4, 4),)
 
 
+class MakeHolder:
+    """Returns an object that holds a model, as an upscale model's descriptor does; pickling
+    would copy the model inside it, so it must not cross either."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("UPSCALE_MODEL",)
+    OUTPUT_NODE = True
+    FUNCTION = "make"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def make(self):
+        import types
+
+        import torch
+        return (types.SimpleNamespace(scale=4, model=torch.nn.Conv2d(3, 3, 1)),)
+
+
 class UseModel:
     CATEGORY = "isohost_test"
     RETURN_TYPES = ()
@@ -349,6 +368,6 @@ class JoinWords:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread)}
+    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"
