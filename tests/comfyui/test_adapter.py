@@ -167,8 +167,18 @@ def test_a_pack_that_fails_and_a_missing_interpreter_are_reported_alone(isolated
     assert "ReportIsohost" in info and "NumpyVersionIsohost" in info
 
 
+def pack_numpy():
+    import subprocess
+
+    return subprocess.run([PACK_PYTHON, "-c", "import numpy; print(numpy.__version__)"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
 def test_a_pack_that_needs_numpy_1_runs_isolated_and_would_not_import_in_comfyui(isolated,
                                                                                   in_process):
+    if not pack_numpy().startswith("1."):
+        pytest.skip("the pack environment has numpy %s: no numpy 1 wheel for its Python "
+                    "(scripts/comfyui-envs)" % pack_numpy())
     kind, message, history = isolated.run(node("NumpyVersionIsohost"))
     assert kind == "execution_success", message
     assert ui(history)["numpy"] == ["1.26.4"]
