@@ -12,7 +12,7 @@ import json
 import logging
 import os
 
-FORMAT = 3
+FORMAT = 4
 
 
 def fingerprint(pack_dir, env_config):

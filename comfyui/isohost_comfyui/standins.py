@@ -77,8 +77,9 @@ def _raise_interrupted():
 def make(runner, env, pack_dir, name, description):
     """The stand-in class for node `name` of the pack at `pack_dir`."""
     input_types = _input_types(description["input_types"], description.get("schema") == "v3")
+    file_lists = description.get("file_lists") or {}
     attrs = {
-        "INPUT_TYPES": classmethod(lambda cls: _copy(input_types)),
+        "INPUT_TYPES": classmethod(lambda cls: _with_file_lists(_copy(input_types), file_lists)),
         "FUNCTION": "run_isolated",
         "ISOHOST_ENV": env,
         "ISOHOST_PACK": pack_dir,
@@ -159,6 +160,32 @@ class _HiddenSpec(tuple):
         return not self == other
 
     __hash__ = tuple.__hash__
+
+
+def _with_file_lists(input_types, file_lists):
+    """Combos that list a model folder's files (isohost_comfy_worker.file_lists), filled from
+    the host's folder_paths now, as the real INPUT_TYPES fills them each time it is asked."""
+    if not file_lists:
+        return input_types
+    import folder_paths
+
+    for category, inputs in file_lists.items():
+        for name, parts in inputs.items():
+            spec = input_types.get(category, {}).get(name)
+            if spec is None:
+                continue
+            options = []
+            for part in parts:
+                if isinstance(part, dict):
+                    options += folder_paths.get_filename_list(part["folder"])
+                else:
+                    options.append(part)
+            if isinstance(spec[0], (list, tuple)):
+                spec = (options,) + tuple(spec[1:])
+            else:  # ("COMBO", {"options": [...]})
+                spec = (spec[0], dict(spec[1], options=options)) + tuple(spec[2:])
+            input_types[category][name] = spec
+    return input_types
 
 
 def _copy(input_types):

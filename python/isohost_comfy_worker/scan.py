@@ -7,7 +7,7 @@ import inspect
 import json
 import os
 
-from isohost_comfy_worker import comfy_env, packs
+from isohost_comfy_worker import comfy_env, file_lists, packs
 
 # Class attributes copied as they are (JSON-able in any pack that ComfyUI can serve).
 _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
@@ -47,7 +47,8 @@ def _describe_class(cls):
     if _is_class_based(cls):
         return _describe_class_based(cls)
     description = {"schema": "v1", "function": getattr(cls, "FUNCTION", None),
-                   "input_types": _plain(cls.INPUT_TYPES())}
+                   "input_types": _plain(cls.INPUT_TYPES()),
+                   "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES))}
     for name in _PLAIN + _TUPLES:
         if hasattr(cls, name):
             description[name] = _plain(getattr(cls, name))
@@ -70,7 +71,8 @@ def _describe_class_based(cls):
     """A comfy_api node described through the V1 view ComfyUI derives from its schema
     (INPUT_TYPES, RETURN_TYPES, ...), so the host's stand-in is an ordinary V1 node."""
     description = {"schema": "v3", "function": "execute",
-                   "input_types": _plain(cls.INPUT_TYPES(include_hidden=True))}
+                   "input_types": _plain(cls.INPUT_TYPES(include_hidden=True)),
+                   "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES))}
     for name in _PLAIN + _TUPLES:
         try:
             description[name] = _plain(getattr(cls, name))

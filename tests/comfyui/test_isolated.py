@@ -64,7 +64,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 17, names  # sixteen test nodes and the class-based one
+    assert len(names) == 18, names  # seventeen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -85,6 +85,29 @@ def test_the_packs_web_directory_is_served_as_in_process(isolated, in_process):
         assert script in server.request("GET", "/extensions"), server is isolated
         with urllib.request.urlopen("http://127.0.0.1:%d%s" % (server.port, script)) as answer:
             assert answer.read() == (NODES / "web" / "isohost_test.js").read_bytes()
+
+
+def test_a_combo_of_model_files_lists_a_file_added_later_as_in_process(isolated, in_process):
+    """CheckpointName lists models/checkpoints each time ComfyUI asks; isolated, the stand-in
+    fills that combo from ComfyUI's folder_paths, so a file added after the scan (cached across
+    starts) is offered, validated and found by the worker."""
+    for server in (isolated, in_process):
+        folder = server.base / "models" / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "first.safetensors").write_bytes(b"x")
+    before = [server.object_info()["CheckpointNameIsohost"]["input"]["required"]["ckpt_name"]
+              for server in (isolated, in_process)]
+    for server in (isolated, in_process):
+        (server.base / "models" / "checkpoints" / "added.safetensors").write_bytes(b"x")
+    after = [server.object_info()["CheckpointNameIsohost"]["input"]["required"]["ckpt_name"]
+             for server in (isolated, in_process)]
+    assert before[0] == before[1] and after[0] == after[1]
+    assert after[0][0] == ["None", "added.safetensors", "first.safetensors"]
+    for server in (isolated, in_process):
+        outputs = run_ok(server, {"1": {"class_type": "CheckpointNameIsohost",
+                                        "inputs": {"ckpt_name": "added.safetensors"}}})
+        assert outputs["1"]["path"] == [
+            str(server.base / "models" / "checkpoints" / "added.safetensors")]
 
 
 def test_a_node_runs_in_its_worker_and_gets_its_hidden_inputs(isolated, in_process):

@@ -253,6 +253,25 @@ class MakeHolder:
         return (types.SimpleNamespace(scale=4, model=torch.nn.Conv2d(3, 3, 1)),)
 
 
+class CheckpointName:
+    """A loader's input: the files of the checkpoints folder, after "None", listed each time
+    ComfyUI asks for INPUT_TYPES; reports the full path the worker finds for the chosen one."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "find"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        import folder_paths
+        return {"required": {
+            "ckpt_name": (["None"] + folder_paths.get_filename_list("checkpoints"),)}}
+
+    def find(self, ckpt_name):
+        import folder_paths
+        return _ui(path=folder_paths.get_full_path("checkpoints", ckpt_name) or "")
+
+
 class UseModel:
     CATEGORY = "isohost_test"
     RETURN_TYPES = ()
@@ -368,6 +387,7 @@ class JoinWords:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder)}
+    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
+    CheckpointName)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"
