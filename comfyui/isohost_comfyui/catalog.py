@@ -3,8 +3,10 @@
 
 Describing a pack means importing it in its worker, which costs that worker's start. So the
 description is kept in a file, keyed by what could change it: the pack's Python files (path,
-size, modification time), its environment's interpreter and settings, and this adapter's
-version. A ComfyUI start whose packs have not changed starts no worker at all.
+size, modification time), its environment's interpreter and settings, the scan's own code (the
+worker side's files, likewise) and this file's format. A ComfyUI start whose packs have not
+changed starts no worker at all. What the key does not see: packages upgraded in the pack's
+environment (touch a pack file, or delete the cache file, to scan again).
 """
 
 import hashlib
@@ -19,7 +21,15 @@ def fingerprint(pack_dir, env_config):
     """A digest of everything a pack's description depends on."""
     digest = hashlib.sha256()
     digest.update(json.dumps([FORMAT, env_config], sort_keys=True, default=str).encode())
-    for root, dirs, files in os.walk(pack_dir):
+    _add_files(digest, pack_dir)
+    import isohost_comfy_worker  # the scan's code, beside the isohost package
+
+    _add_files(digest, os.path.dirname(os.path.abspath(isohost_comfy_worker.__file__)))
+    return digest.hexdigest()
+
+
+def _add_files(digest, top):
+    for root, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
         for name in sorted(files):
             if name.endswith((".py", ".toml", ".json")):
@@ -28,9 +38,8 @@ def fingerprint(pack_dir, env_config):
                     st = os.stat(path)
                 except OSError:
                     continue
-                digest.update(("%s %d %d\n" % (os.path.relpath(path, pack_dir), st.st_size,
+                digest.update(("%s %d %d\n" % (os.path.relpath(path, top), st.st_size,
                                                st.st_mtime_ns)).encode())
-    return digest.hexdigest()
 
 
 class Catalog:
