@@ -3,7 +3,6 @@ model detection, and the combos of model files. Fast; run with the ComfyUI tests
 
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
