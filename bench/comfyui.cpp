@@ -46,6 +46,17 @@ std::vector<Figure> bench_comfyui(const BenchOptions& options) {
                                  in_process.median + 1.0 + 2 * copy,
                                  "in process + 1 ms + 2 copies"));
   }
+  // The peers, measured in the same run where their environments exist: each beside isohost's
+  // isolated call of the same node (1 - image).
+  const double isohost_invert = figures[3].median;
+  for (const auto& item : samples.items()) {
+    const std::string& key = item.key();
+    if (key.rfind("peer_", 0) != 0) continue;
+    auto figure = figure_of(samples, key);
+    figures.push_back(key.rfind("peer_isolated.", 0) == 0
+                          ? with_limit(std::move(figure), isohost_invert, "isohost, the same node")
+                          : figure);
+  }
   auto workflow = figure_of(samples, "workflow10_in_process");
   figures.push_back(workflow);
   figures.push_back(with_limit(figure_of(samples, "workflow10_isolated"), workflow.median * 1.05,

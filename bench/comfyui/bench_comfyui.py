@@ -138,6 +138,35 @@ def workflow_samples(tree, rounds):
     return out
 
 
+def peer_samples():
+    """pyisolate's and comfy-env's figures for the same node (1 - image), from
+    bench/comfyui/peers.py in this same run, where its environments exist (peers.py --setup-only
+    makes them: 7 GiB); {} otherwise. A peer that could not run says why on stderr."""
+    import subprocess
+
+    peers_root = Path(os.environ.get("ISOHOST_PEERS_ROOT", REPO / ".venv" / "peers"))
+    if not peers_root.is_dir():
+        print("peers: not measured (no %s; bench/comfyui/peers.py --setup-only makes it)"
+              % peers_root, file=sys.stderr)
+        return {}
+    done = subprocess.run(["/usr/bin/python3", str(REPO / "bench" / "comfyui" / "peers.py"),
+                           "--json", "--sealed-calls", "0"], capture_output=True, text=True)
+    out = {}
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        print("peers: no report (%s)" % done.stderr[-2000:], file=sys.stderr)
+        return {}
+    for peer in report["peers"]:
+        if not peer.get("ran"):
+            print("peers: %s did not run here: %s" % (peer.get("line"), peer.get("error")),
+                  file=sys.stderr)
+            continue
+        out["peer_isolated." + peer["peer"]] = peer["isolated_samples_ms"]
+        out["peer_in_process." + peer["peer"]] = peer["in_process_samples_ms"]
+    return out
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     from comfy_server import unpack
@@ -146,6 +175,7 @@ def main():
     samples = {"raw_trip": raw_trip(rounds * 20)}
     samples.update(workflow_samples(tree, max(5, rounds // 10)))
     samples.update(node_samples(tree, rounds))
+    samples.update(peer_samples())
     for name, values in samples.items():
         print("%-32s median %8.3f ms" % (name, statistics.median(values)), file=sys.stderr)
     print(json.dumps(samples))
