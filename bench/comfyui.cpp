@@ -28,15 +28,16 @@ Figure with_limit(Figure figure, double limit, std::string limit_name) {
 std::vector<Figure> bench_comfyui(const BenchOptions& options) {
   // $ISOHOST_SOURCE_DIR where the binary runs away from its build tree (the GPU machine).
   const char* moved = std::getenv("ISOHOST_SOURCE_DIR");
-  const std::filesystem::path source = moved != nullptr && *moved != '\0'
-                                           ? std::filesystem::path(moved)
-                                           : std::filesystem::path(ISOHOST_SOURCE_PYTHON_DIR).parent_path();
+  const std::filesystem::path source =
+      moved != nullptr && *moved != '\0'
+          ? std::filesystem::path(moved)
+          : std::filesystem::path(ISOHOST_SOURCE_PYTHON_DIR).parent_path();
   const auto script = source / "bench" / "comfyui" / "bench_comfyui.py";
-  const auto samples = python_samples(
-      "ISOHOST_BUILD_PYTHON=" + shell_quote(worker::find_worker_runtime()) + " " +
-          shell_quote(options.python) + " " + shell_quote(script.string()) + " " +
-          std::to_string(std::max(10, options.rounds / 40)),
-      "is " + options.python + " ComfyUI's environment (scripts/setup --comfyui)?");
+  const auto samples =
+      python_samples("ISOHOST_BUILD_PYTHON=" + shell_quote(worker::find_worker_runtime()) + " " +
+                         shell_quote(options.python) + " " + shell_quote(script.string()) + " " +
+                         std::to_string(std::max(10, options.rounds / 40)),
+                     "is " + options.python + " ComfyUI's environment (scripts/setup --comfyui)?");
   std::vector<Figure> figures{figure_of(samples, "raw_trip"), figure_of(samples, "copy_12MiB")};
   const double copy = figures.back().median;
   for (const char* node : {"Invert", "Blur"}) {

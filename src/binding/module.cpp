@@ -154,8 +154,9 @@ py::list take_asks(PendingCall& pending) {
 void answer(PendingCall& pending, std::uint64_t token, const std::string& reply_text) {
   auto reply = nlohmann::json::parse(reply_text, nullptr, /*allow_exceptions=*/false);
   if (reply.is_discarded() || !reply.is_object()) {
-    reply = {{"ok", false},
-             {"error", {{"type", "BadAnswer"}, {"message", "the host's answer was not a JSON object"}}}};
+    reply = {
+        {"ok", false},
+        {"error", {{"type", "BadAnswer"}, {"message", "the host's answer was not a JSON object"}}}};
   }
   pending.answer(token, std::move(reply));
 }

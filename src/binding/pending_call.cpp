@@ -52,7 +52,8 @@ void PendingCall::answer(std::uint64_t token, nlohmann::json reply) {
 PendingCall::Event PendingCall::wait_event(std::chrono::milliseconds limit,
                                            std::chrono::microseconds poll_window) {
   pool::poll_for(poll_window, [this] {
-    return completed_flag_.load(std::memory_order_acquire) || asked_flag_.load(std::memory_order_acquire);
+    return completed_flag_.load(std::memory_order_acquire) ||
+           asked_flag_.load(std::memory_order_acquire);
   });
   std::unique_lock lock(mutex_);
   completed_.wait_for(lock, limit, [this] { return outcome_.has_value() || !asks_.empty(); });

@@ -64,7 +64,6 @@ class PendingCall {
   // The pool's name for the call (Pool::interrupt); 0 for other requests.
   std::uint64_t ticket = 0;
 
-
   // An eventfd that is readable once the outcome is in; made on first use. Throws
   // std::system_error.
   int event_fd();

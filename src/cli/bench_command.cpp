@@ -20,9 +20,11 @@ struct BenchCommandOptions {
 void add_bench_command(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<BenchCommandOptions>();
   auto* sub = app.add_subcommand("bench", "Measure isohost beside the machine's physical limits");
-  sub->add_option("name", options->name, "rtt, start, probe, pss, hibernate, transfer, admission or comfyui")
+  sub->add_option("name", options->name,
+                  "rtt, start, probe, pss, hibernate, transfer, admission or comfyui")
       ->required()
-      ->check(CLI::IsMember({"rtt", "start", "probe", "pss", "hibernate", "transfer", "admission", "comfyui"}));
+      ->check(CLI::IsMember(
+          {"rtt", "start", "probe", "pss", "hibernate", "transfer", "admission", "comfyui"}));
   sub->add_option("--python", options->python,
                   "interpreter for the workers (default: a python3 that has torch; for comfyui, "
                   ".venv/comfyui/bin/python of the source tree)");

@@ -219,18 +219,20 @@ void Pool::interrupt_on_loop(std::uint64_t ticket, std::chrono::milliseconds gra
   if (ticket == 0) return;
   for (auto& [name, slot] : slots_) {
     if (slot.ticket_in_flight == ticket && slot.worker) {
-      spdlog::info("interrupting the call in flight in worker '{}' (grace {} ms)", name, grace.count());
+      spdlog::info("interrupting the call in flight in worker '{}' (grace {} ms)", name,
+                   grace.count());
       slot.worker->interrupt(grace);
       return;
     }
-    const auto queued = std::find_if(slot.queue.begin(), slot.queue.end(),
-                                     [ticket](const Pending& p) { return p.request.ticket == ticket; });
+    const auto queued =
+        std::find_if(slot.queue.begin(), slot.queue.end(),
+                     [ticket](const Pending& p) { return p.request.ticket == ticket; });
     if (queued != slot.queue.end()) {
       auto pending = std::move(*queued);
       slot.queue.erase(queued);
       pending.request.buffers.close();
-      pending.handler(Outcome::failure(
-          Error(ErrorKind::interrupted, "the call was interrupted before worker '" + name + "' ran it")));
+      pending.handler(Outcome::failure(Error(
+          ErrorKind::interrupted, "the call was interrupted before worker '" + name + "' ran it")));
       return;
     }
   }
@@ -460,7 +462,8 @@ void Pool::pump(Slot& slot) {
 worker::Worker::AskHandler Pool::ask_handler(decltype(Request::on_ask) on_ask) {
   if (!on_ask) return nullptr;
   // The caller answers from its own thread; the worker is written to from the loop only.
-  return [this, on_ask = std::move(on_ask)](const nlohmann::json& ask, worker::Worker::AskAnswer answer) {
+  return [this, on_ask = std::move(on_ask)](const nlohmann::json& ask,
+                                            worker::Worker::AskAnswer answer) {
     on_ask(ask, [this, answer = std::move(answer)](nlohmann::json reply) {
       asio::post(io_, [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
     });
@@ -495,29 +498,30 @@ void Pool::dispatch(Slot& slot, Pending pending) {
   }
   auto w = slot.worker;
   slot.ticket_in_flight = request.ticket;
-  w->request(std::move(message), timeout, what,
-             [this, &slot, w, kind = request.kind, ticket = request.ticket,
-              handler = std::move(pending.handler)](Outcome outcome) {
-               if (slot.ticket_in_flight == ticket) slot.ticket_in_flight = 0;
-               // A worker that answered, even with the function's exception, is healthy.
-               if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
-                 slot.backoff.record_success();
-                 // A release is the host's own housekeeping: it neither counts as a call nor
-                 // restarts the idle clock that leads to the reap.
-                 if (slot.worker == w && kind == Request::Kind::call) {
-                   // What the call reserved is allocated by now, or never will be: the
-                   // driver's figures tell from here on.
-                   grants_.drop_worker(slot.config.name);
-                   ++slot.calls;
-                   slot.idle_since = Clock::now();
-                   slot.released_since_call = false;
-                   slot.hibernated_since_call = false;
-                 }
-               }
-               handler(std::move(outcome));
-               pump(slot);
-             },
-             request.buffers.take(), ask_handler(std::move(request.on_ask)));
+  w->request(
+      std::move(message), timeout, what,
+      [this, &slot, w, kind = request.kind, ticket = request.ticket,
+       handler = std::move(pending.handler)](Outcome outcome) {
+        if (slot.ticket_in_flight == ticket) slot.ticket_in_flight = 0;
+        // A worker that answered, even with the function's exception, is healthy.
+        if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
+          slot.backoff.record_success();
+          // A release is the host's own housekeeping: it neither counts as a call nor
+          // restarts the idle clock that leads to the reap.
+          if (slot.worker == w && kind == Request::Kind::call) {
+            // What the call reserved is allocated by now, or never will be: the
+            // driver's figures tell from here on.
+            grants_.drop_worker(slot.config.name);
+            ++slot.calls;
+            slot.idle_since = Clock::now();
+            slot.released_since_call = false;
+            slot.hibernated_since_call = false;
+          }
+        }
+        handler(std::move(outcome));
+        pump(slot);
+      },
+      request.buffers.take(), ask_handler(std::move(request.on_ask)));
 }
 
 void Pool::start_worker(Slot& slot) {

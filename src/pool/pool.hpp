@@ -121,10 +121,10 @@ struct PoolStatus {
 // What a caller asks of an environment's worker.
 struct Request {
   enum class Kind {
-    call,     // run module:function on the main lane
-    release,  // ask the worker to drop its caches (main lane, when idle)
-    reap,     // end the worker once it is idle
-    query,    // side lane: ping or memory, answered even mid-call
+    call,       // run module:function on the main lane
+    release,    // ask the worker to drop its caches (main lane, when idle)
+    reap,       // end the worker once it is idle
+    query,      // side lane: ping or memory, answered even mid-call
     hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
     wake,       // restore a hibernated worker without a call
     // The embedding host itself needs VRAM (`message`: {"bytes", "device"}): admission makes

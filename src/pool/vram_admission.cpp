@@ -71,17 +71,22 @@ void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
     return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
   };
   if (!whole(bytes) || !whole(device)) {
-    handler(Outcome::failure(Error(ErrorKind::bad_request, "make_room needs a whole number of bytes and a GPU index, "
-                                                           "got bytes " + bytes.dump() + " and device " + device.dump())));
+    handler(Outcome::failure(Error(ErrorKind::bad_request,
+                                   "make_room needs a whole number of bytes and a GPU index, "
+                                   "got bytes " +
+                                       bytes.dump() + " and device " + device.dump())));
     return;
   }
   // The caller hears exactly once: the admission's answer, or, if the admission is dropped
   // unanswered (the pool shut down meanwhile), a refusal when the last copy of it goes.
   struct AnswerOnce {
     Handler handler;
-    void operator()(nlohmann::json answer) { std::exchange(handler, nullptr)(Outcome::success(std::move(answer))); }
+    void operator()(nlohmann::json answer) {
+      std::exchange(handler, nullptr)(Outcome::success(std::move(answer)));
+    }
     ~AnswerOnce() {
-      if (handler) handler(Outcome::failure(Error(ErrorKind::shutting_down, "the host is shutting down")));
+      if (handler)
+        handler(Outcome::failure(Error(ErrorKind::shutting_down, "the host is shutting down")));
     }
   };
   auto once = std::make_shared<AnswerOnce>();
@@ -123,8 +128,9 @@ void Pool::expire_grants() {
 
 void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& status) {
   const auto requester = job->requester.lock();
-  const bool requester_gone = !job->for_host && (!requester || requester->state() == WorkerState::dead ||
-                                                 requester->state() == WorkerState::stopping);
+  const bool requester_gone =
+      !job->for_host && (!requester || requester->state() == WorkerState::dead ||
+                         requester->state() == WorkerState::stopping);
   if (shutting_down_ || requester_gone) {
     // Nobody left to answer; the next request goes ahead.
     admission_running_ = false;
@@ -150,7 +156,8 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
     return;
   }
   if (plan.outcome == memory::AdmissionOutcome::grant) {
-    if (!job->for_host) plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
+    if (!job->for_host)
+      plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
   } else if (needs_steps && job->rounds < kMaxRounds) {
     make_room(job, plan);
     return;

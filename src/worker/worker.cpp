@@ -307,7 +307,8 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
 }
 
 void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> id) {
-  if (body.value("op", std::string()) == "ask" && !id) throw wire::WireError("ask without an integer id");
+  if (body.value("op", std::string()) == "ask" && !id)
+    throw wire::WireError("ask without an integer id");
   const auto name = body.find("name");
   std::string refusal;
   if (name == body.end() || !name->is_string()) {
@@ -347,7 +348,8 @@ void Worker::interrupt(std::chrono::milliseconds grace) {
   side_handlers_.emplace(query_id, [](const Outcome&) {});
   send(side_, {{"op", "interrupt"}, {"id", query_id}, {"call", main_id_}});
   interrupt_timer_.expires_after(grace);
-  interrupt_timer_.async_wait([self = shared_from_this(), id = main_id_, grace](const asio::error_code& ec) {
+  interrupt_timer_.async_wait([self = shared_from_this(), id = main_id_,
+                               grace](const asio::error_code& ec) {
     if (ec || self->main_id_ != id || !self->main_handler_) return;
     self->condemn(Error(ErrorKind::interrupted,
                         fmt::format("{} did not stop within {:g} s of its interrupt; {} and its "
@@ -551,7 +553,8 @@ void Worker::on_process_exit() {
   const bool was_starting = state_ == WorkerState::starting;
   const Error error = death_error(status);
   state_ = WorkerState::dead;
-  for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_, &interrupt_timer_}) timer->cancel();
+  for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_, &interrupt_timer_})
+    timer->cancel();
   main_on_ask_ = nullptr;
   asio::error_code ignored;
   main_.socket.close(ignored);

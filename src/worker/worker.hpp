@@ -163,7 +163,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // `on_ask` serves the asks and tells the worker makes during this request; without one they
   // are answered as unsupported.
   void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
-               Handler handler, std::vector<wire::UniqueFd> buffers = {}, AskHandler on_ask = nullptr);
+               Handler handler, std::vector<wire::UniqueFd> buffers = {},
+               AskHandler on_ask = nullptr);
 
   // Asks the worker to stop the main-lane request in flight (the side lane's `interrupt`: the
   // runtime raises in the call's thread). If that request has not ended after `grace`, the

@@ -39,7 +39,8 @@ struct AskingCall {
   }
 
   void submit(Pool& pool, const std::string& target, nlohmann::json args) {
-    pool.submit(request(pool, target, std::move(args)), [this](Outcome o) { outcome.set_value(std::move(o)); });
+    pool.submit(request(pool, target, std::move(args)),
+                [this](Outcome o) { outcome.set_value(std::move(o)); });
   }
 
   // Waits for the next ask (polling the list: the loop thread fills it).
@@ -78,7 +79,8 @@ TEST(PoolAsks, AnAskIsAnsweredFromTheCallersThread) {
 TEST(PoolAsks, AskingWithoutAHandlerIsUnsupported) {
   Pool pool(fixture_config({"a"}));
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:ask_failure", {"anyone"}).get(),
-            nlohmann::json({"Unsupported", "the caller of call isohost_test_funcs:ask_failure serves no asks"}));
+            nlohmann::json({"Unsupported",
+                            "the caller of call isohost_test_funcs:ask_failure serves no asks"}));
 }
 
 TEST(PoolAsks, AnInterruptRaisesInTheCallAndTheWorkerServesOn) {

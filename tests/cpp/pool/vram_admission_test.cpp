@@ -108,7 +108,9 @@ TEST_F(VramAdmission, ReapsAnIdleWorkerThenGrantsAndItsNextCallColdStarts) {
 TEST_F(VramAdmission, TheHostItselfMakesRoomWithIdleWorkersAndBooksNothing) {
   pool::Pool pool(card(1000));
   const auto a = pool.call("a", "isohost_sim_vram:hold", {gpu, 100, 600}).get().get<pid_t>();
-  const auto answer = pool.submit({pool::Request::Kind::make_room, "", {{"bytes", 500u << 20}, {"device", 0}}}).get();
+  const auto answer =
+      pool.submit({pool::Request::Kind::make_room, "", {{"bytes", 500u << 20}, {"device", 0}}})
+          .get();
   EXPECT_TRUE(answer["granted"]) << answer.dump();
   EXPECT_EQ(answer["outcome"], "release_then_grant") << answer.dump();
   EXPECT_EQ(answer["steps"], Json::array({"released 'a'"}));
@@ -116,7 +118,9 @@ TEST_F(VramAdmission, TheHostItselfMakesRoomWithIdleWorkersAndBooksNothing) {
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:pid").get().get<pid_t>(), a);
   // Nothing was booked: a worker may have the same bytes at once.
   EXPECT_EQ(reserve(pool, "b", 800)["outcome"], "grant");
-  const auto refused = pool.submit({pool::Request::Kind::make_room, "", {{"bytes", std::uint64_t{5000} << 20}}}).get();
+  const auto refused =
+      pool.submit({pool::Request::Kind::make_room, "", {{"bytes", std::uint64_t{5000} << 20}}})
+          .get();
   EXPECT_FALSE(refused["granted"]) << refused.dump();
   try {
     pool.submit({pool::Request::Kind::make_room, "", {{"bytes", -1}}}).get();
