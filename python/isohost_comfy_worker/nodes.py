@@ -37,20 +37,22 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None):
 
 def is_changed(pack_dir, class_name, kwargs, settings):
     """IS_CHANGED of a V1 node, fingerprint_inputs of a class-based one."""
-    comfy_env.prepare(settings)
-    cls = _class(pack_dir, class_name)
-    if _is_class_based(cls):
-        return _run_class_based(cls, "fingerprint_inputs", dict(kwargs))
-    return _awaited_result(cls.IS_CHANGED(**dict(kwargs)))
+    return _class_method(pack_dir, class_name, "IS_CHANGED", "fingerprint_inputs", kwargs,
+                         settings)
 
 
 def validate_inputs(pack_dir, class_name, kwargs, settings):
     """VALIDATE_INPUTS of a V1 node, validate_inputs of a class-based one."""
+    return _class_method(pack_dir, class_name, "VALIDATE_INPUTS", "validate_inputs", kwargs,
+                         settings)
+
+
+def _class_method(pack_dir, class_name, v1_name, class_based_name, kwargs, settings):
     comfy_env.prepare(settings)
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
-        return _run_class_based(cls, "validate_inputs", dict(kwargs))
-    return _awaited_result(cls.VALIDATE_INPUTS(**dict(kwargs)))
+        return _run_class_based(cls, class_based_name, dict(kwargs))
+    return _awaited_result(getattr(cls, v1_name)(**dict(kwargs)))
 
 
 def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):

@@ -224,7 +224,6 @@ def test_a_thread_polling_comfyuis_interrupt_flag_sees_it_as_in_process(isolated
             "2": {"class_type": "ReportIsohost", "inputs": {"tag": ["1", 0]}}})
         server._wait_for(lambda: any(m.get("type") == "isohost_test.started"
                                      for _, m in server.messages[mark:]), 60, "the loop")
-        time.sleep(0.3)
         sent = server.interrupt()
         ended_at, message = server.wait_for_event(
             prompt_id, ("execution_success", "execution_error", "execution_interrupted"), 60)

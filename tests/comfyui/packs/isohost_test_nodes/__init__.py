@@ -116,13 +116,16 @@ class PollingThread:
 
         def work():
             deadline = time.monotonic() + seconds
+            told = False
             while time.monotonic() < deadline:
                 if comfy.model_management.processing_interrupted():
                     stopped.append(True)
                     return
+                if not told:  # polling now: the test's interrupt may come
+                    told = True
+                    PromptServer.instance.send_sync("isohost_test.started", {"pid": os.getpid()})
                 time.sleep(0.001)
 
-        PromptServer.instance.send_sync("isohost_test.started", {"pid": os.getpid()})
         thread = threading.Thread(target=work)
         thread.start()
         thread.join()
