@@ -17,17 +17,21 @@ _held = {"path": None, "allocated": 0, "cache": 0}
 
 
 def _write():
+    # Readers (the host's probe, the tests) read without the lock, so the card is replaced
+    # whole by a rename: a reader sees the old file or the new one, never a truncated one.
     path = _held["path"]
-    with open(path, "r+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        card = json.load(f)
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(path) as f:
+            card = json.load(f)
         processes = [p for p in card.get("processes", []) if p.get("pid") != os.getpid()]
         processes.append({"pid": os.getpid(), "device": 0,
                           "used_mib": _held["allocated"] + _held["cache"]})
         card["processes"] = processes
-        f.seek(0)
-        f.truncate()
-        json.dump(card, f)
+        staged = "%s.%d" % (path, os.getpid())
+        with open(staged, "w") as f:
+            json.dump(card, f)
+        os.replace(staged, path)
 
 
 def _report():
