@@ -17,8 +17,13 @@ void Pool::arm_pressure_check() {
   pressure_timer_.expires_after(options_.pressure_interval);
   pressure_timer_.async_wait([this](const asio::error_code& ec) {
     if (ec || shutting_down_) return;
-    check_ram_pressure();
+    // Re-armed first: a sweep that fails (meminfo unreadable) must not end the sweeps.
     arm_pressure_check();
+    try {
+      check_ram_pressure();
+    } catch (const std::exception& e) {
+      spdlog::warn("RAM pressure sweep skipped: {}", e.what());
+    }
   });
 }
 

@@ -22,6 +22,10 @@ std::string signal_name(int signal) {
 
 std::string ExitStatus::describe() const {
   if (kind_ == Kind::exited) return "exited with code " + std::to_string(value_);
+  if (kind_ == Kind::unknown) {
+    return "ended, its exit status taken by another part of this process (a SIGCHLD handler or "
+           "waitpid(-1) of the program that embeds the host)";
+  }
   return "killed by " + signal_name(value_) + (core_dumped_ ? " (core dumped)" : "");
 }
 

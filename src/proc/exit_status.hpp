@@ -10,12 +10,15 @@ namespace isohost::proc {
 // "killed by SIGKILL", "killed by SIGSEGV (core dumped)". Errors about dead workers carry it.
 class ExitStatus {
  public:
-  enum class Kind { exited, killed };
+  // `unknown`: the process ended, but something else in this process collected its status
+  // first (an embedding program's SIGCHLD handler or waitpid(-1), or SIGCHLD ignored).
+  enum class Kind { exited, killed, unknown };
 
   static ExitStatus exited(int code) { return {Kind::exited, code, false}; }
   static ExitStatus killed(int signal, bool core_dumped = false) {
     return {Kind::killed, signal, core_dumped};
   }
+  static ExitStatus unknown() { return {Kind::unknown, 0, false}; }
   // From the siginfo that waitid() fills for a child that has ended.
   static ExitStatus from_siginfo(const siginfo_t& info);
 

@@ -22,6 +22,8 @@ std::optional<ExitStatus> wait_pidfd(int pidfd, int options) {
     rc = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info,
                   WEXITED | options);
   } while (rc != 0 && errno == EINTR);
+  // The pidfd said the child ended, but another waiter in this process reaped it first.
+  if (rc != 0 && errno == ECHILD) return ExitStatus::unknown();
   if (rc != 0) throw std::system_error(errno, std::generic_category(), "waitid");
   if (info.si_pid == 0) return std::nullopt;  // WNOHANG and still running
   return ExitStatus::from_siginfo(info);

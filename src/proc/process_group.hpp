@@ -23,7 +23,9 @@ wire::UniqueFd open_pidfd(pid_t pid);
 // ECHILD), without reaping it.
 bool is_child(int pidfd);
 
-// Reaps the child behind `pidfd` if it has ended; nullopt while it runs.
+// Reaps the child behind `pidfd` if it has ended; nullopt while it runs. A child that someone
+// else in this process reaped first gives ExitStatus::unknown(), never an exception: the host
+// must still learn that its worker is gone.
 std::optional<ExitStatus> try_reap(int pidfd);
 
 // Waits for the child behind `pidfd` to end and reaps it.

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "wire/json_depth.hpp"
+
 namespace isohost::wire {
 namespace {
 
@@ -80,6 +82,8 @@ FrameHeader decode_header(std::span<const std::uint8_t, kHeaderSize> bytes) {
 }
 
 nlohmann::json decode_body(std::span<const std::uint8_t> bytes) {
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (json_depth(text) > kMaxJsonDepth) throw WireError(too_deep("frame body"));
   auto body = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw WireError("frame body is not valid JSON");
   if (!body.is_object()) throw WireError("frame body is JSON but not an object");
@@ -98,11 +102,23 @@ void FrameReader::append(std::span<const std::uint8_t> bytes) {
   bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
 }
 
-void FrameReader::append_fd(UniqueFd fd) { fds_.push_back(std::move(fd)); }
+void FrameReader::append_fd(UniqueFd fd) {
+  // Closed here rather than kept: a peer that attaches descriptors to frames that announce none
+  // would otherwise fill this process's descriptor table. next() says what happened.
+  if (fds_.size() >= kMaxPendingFds) {
+    ++unclaimed_fds_;
+    return;
+  }
+  fds_.push_back(std::move(fd));
+}
 
 std::optional<Frame> FrameReader::next() {
   if (poisoned_) throw WireError("frame stream already failed");
   try {
+    if (unclaimed_fds_ > 0) {
+      throw WireError("more than " + std::to_string(kMaxPendingFds) +
+                      " descriptors arrived that no frame announced; the rest were closed");
+    }
     if (!header_) {
       if (buffered_bytes() < kHeaderSize) return std::nullopt;
       header_ = decode_header(std::span<const std::uint8_t, kHeaderSize>(bytes_.data() + consumed_,

@@ -30,6 +30,10 @@ inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 16;
 inline constexpr std::uint32_t kMaxJsonLength = 64u << 20;
 inline constexpr std::uint32_t kMaxBuffers = 64;
+// Descriptors received and not yet claimed by a frame: those of the frame being read and of the
+// next one, whose first byte may come in the same read. More means a peer sends descriptors no
+// frame announces.
+inline constexpr std::size_t kMaxPendingFds = 2 * kMaxBuffers;
 
 // A frame that breaks the protocol. The connection it came from cannot be trusted after it.
 class WireError : public std::runtime_error {
@@ -56,11 +60,13 @@ std::vector<std::uint8_t> encode_frame(const nlohmann::json& body, std::uint32_t
 // Validates a 16-byte header. Throws WireError naming what is wrong.
 FrameHeader decode_header(std::span<const std::uint8_t, kHeaderSize> bytes);
 
-// Parses and validates a body: UTF-8 JSON, an object. Throws WireError.
+// Parses and validates a body: UTF-8 JSON, an object, nested at most kMaxJsonDepth deep.
+// Throws WireError.
 nlohmann::json decode_body(std::span<const std::uint8_t> bytes);
 
 // Reassembles frames from a byte stream and the descriptors received beside it. Bytes and
-// descriptors may arrive in any split; descriptors are handed to frames in arrival order.
+// descriptors may arrive in any split; descriptors are handed to frames in arrival order. More
+// than kMaxPendingFds waiting at once is a WireError from next().
 // After a WireError the reader is poisoned: the stream has lost its framing.
 class FrameReader {
  public:
@@ -76,6 +82,8 @@ class FrameReader {
   std::vector<std::uint8_t> bytes_;
   std::size_t consumed_ = 0;
   std::deque<UniqueFd> fds_;
+  // Descriptors closed on arrival because kMaxPendingFds were already waiting.
+  std::size_t unclaimed_fds_ = 0;
   std::optional<FrameHeader> header_;
   bool poisoned_ = false;
 };

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proc/process_group.hpp"
+#include "worker/hello.hpp"
 #include "proc/spawn.hpp"
 
 namespace isohost::worker {
@@ -64,6 +65,42 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
     argv.insert(argv.end(), {"--zygote", "--preload", modules});
   }
   return argv;
+}
+
+// A frame's `op`; a missing or non-string one is the peer's protocol error.
+std::string op_of(const nlohmann::json& body) {
+  const auto it = body.find("op");
+  if (it == body.end()) throw wire::WireError("frame without an 'op'");
+  if (!it->is_string()) throw wire::WireError("frame whose 'op' is " + it->dump() + ", not a string");
+  return it->get<std::string>();
+}
+
+// Reads a reply's outcome, field by field, before its handler is taken: a reply whose `ok`,
+// `error` or `error`'s fields have the wrong JSON type is the worker's protocol error, and the
+// handler still waiting then gets that error when the worker is killed for it.
+Outcome reply_outcome(const nlohmann::json& body, const std::string& what,
+                      std::vector<wire::UniqueFd>& buffers) {
+  const auto ok = body.find("ok");
+  if (ok == body.end() || !ok->is_boolean()) throw wire::WireError("reply without a boolean 'ok'");
+  if (*ok) {
+    if (const auto pickle = body.find("pickle"); pickle != body.end()) {
+      return Outcome::pickled(*pickle, wire::SharedFds(std::move(buffers)));
+    }
+    const auto value = body.find("value");
+    return Outcome::success(value == body.end() ? nlohmann::json() : *value);
+  }
+  const auto error = body.find("error");
+  if (error == body.end() || !error->is_object()) throw wire::WireError("failed reply without an 'error' object");
+  for (const char* key : {"type", "message", "where"}) {
+    const auto field = error->find(key);
+    if (field != error->end() && !field->is_string()) {
+      throw wire::WireError(std::string("reply's error.") + key + " is " + field->type_name() + ", not a string");
+    }
+  }
+  const auto type = error->value("type", std::string("Exception"));
+  const auto message = error->value("message", std::string());
+  return Outcome::failure(Error(kind_for_where(error->value("where", std::string("call"))),
+                                what + " raised " + type + (message.empty() ? "" : ": " + message), *error));
 }
 
 bool is_hibernation_state(WorkerState state) {
@@ -228,6 +265,12 @@ void Worker::read_frames(Lane& lane) {
           self->condemn(Error(ErrorKind::protocol_error, self->identity() +
                                                              " broke the protocol: " + e.what()));
           return;
+        } catch (const nlohmann::json::exception& e) {
+          // A field of a type no check above foresaw: still the worker's error, never a silent
+          // end of this lane's reading with its callers left waiting.
+          self->condemn(Error(ErrorKind::protocol_error, self->identity() +
+                                                             " sent a malformed frame: " + e.what()));
+          return;
         } catch (const std::system_error& e) {
           // A worker that dies with our request unread resets the connection: that is an end,
           // like end-of-file, and its exit status says how. Any other error is ours to act on.
@@ -257,11 +300,13 @@ void Worker::on_socket_closed() {
 
 void Worker::handle_frame(Lane& lane, wire::Frame frame) {
   const auto& body = frame.body;
-  const auto op = body.value("op", std::string());
   if (state_ == WorkerState::starting) {
-    if (&lane != &main_) throw wire::WireError("'" + op + "' on the side socket before hello");
+    if (&lane != &main_) throw wire::WireError("a frame on the side socket before hello");
     handle_hello(body);
-  } else if (op == "reply") {
+    return;
+  }
+  const auto op = op_of(body);
+  if (op == "reply") {
     handle_reply(body, std::move(frame.buffers));
   } else if (is_worker_request(op)) {
     if (&lane != &side_) throw wire::WireError("worker request '" + op + "' on the main socket");
@@ -289,7 +334,7 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
     if (!field->is_number_integer()) throw wire::WireError("worker request with a non-integer id");
     id = field->get<std::int64_t>();
   }
-  const auto op = body.value("op", std::string());
+  const auto op = op_of(body);
   if (op == "ask" || op == "tell") {
     handle_ask(body, op == "ask" ? id : std::nullopt);
     return;
@@ -307,8 +352,7 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
 }
 
 void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> id) {
-  if (body.value("op", std::string()) == "ask" && !id)
-    throw wire::WireError("ask without an integer id");
+  if (op_of(body) == "ask" && !id) throw wire::WireError("ask without an integer id");
   const auto name = body.find("name");
   std::string refusal;
   if (name == body.end() || !name->is_string()) {
@@ -359,14 +403,7 @@ void Worker::interrupt(std::chrono::milliseconds grace) {
 }
 
 void Worker::handle_hello(const nlohmann::json& body) {
-  if (body.value("op", std::string()) != "hello") {
-    throw wire::WireError("first message was not hello");
-  }
-  const auto version = body.value("protocol", -1);
-  if (version != wire::kProtocolVersion) {
-    throw wire::WireError("worker speaks protocol " + std::to_string(version) +
-                          "; this host speaks " + std::to_string(wire::kProtocolVersion));
-  }
+  check_hello(body);
   hello_ = body;
   ready_at_ = Clock::now();
   state_ = WorkerState::ready;
@@ -380,38 +417,26 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
     throw wire::WireError("reply without an integer id");
   }
   const auto id = id_field->get<std::int64_t>();
+  const bool main = id == main_id_ && main_handler_;
+  const auto side = main ? side_handlers_.end() : side_handlers_.find(id);
+  if (!main && side == side_handlers_.end()) {
+    throw wire::WireError("reply to unknown request id " + std::to_string(id));
+  }
+  auto outcome = reply_outcome(body, main ? main_what_ : "query", buffers);
   Handler handler;
-  std::string what;
-  if (id == main_id_ && main_handler_) {
+  if (main) {
     handler = std::move(main_handler_);
     main_handler_ = nullptr;
     main_on_ask_ = nullptr;
     main_id_ = 0;
-    what = main_what_;
     call_timer_.cancel();
     interrupt_timer_.cancel();
     if (state_ == WorkerState::busy) state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
-  } else if (auto it = side_handlers_.find(id); it != side_handlers_.end()) {
-    handler = std::move(it->second);
-    side_handlers_.erase(it);
-    what = "query";
   } else {
-    throw wire::WireError("reply to unknown request id " + std::to_string(id));
+    handler = std::move(side->second);
+    side_handlers_.erase(side);
   }
-  if (body.value("ok", false)) {
-    if (body.contains("pickle")) {
-      handler(Outcome::pickled(body["pickle"], wire::SharedFds(std::move(buffers))));
-      return;
-    }
-    handler(Outcome::success(body.contains("value") ? body["value"] : nlohmann::json()));
-    return;
-  }
-  const auto error = body.value("error", nlohmann::json::object());
-  const auto type = error.value("type", std::string("Exception"));
-  const auto message = error.value("message", std::string());
-  handler(Outcome::failure(Error(kind_for_where(error.value("where", std::string("call"))),
-                                 what + " raised " + type + (message.empty() ? "" : ": " + message),
-                                 error)));
+  handler(std::move(outcome));
 }
 
 void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,

@@ -5,6 +5,9 @@
 
 #include <cstring>
 
+#include "support/test_support.hpp"
+#include "wire/json_depth.hpp"
+
 namespace isohost::wire {
 namespace {
 
@@ -106,6 +109,62 @@ TEST(Frame, MissingDescriptorsAreAProtocolError) {
   FrameReader reader;
   reader.append(encode_frame({{"op", "a"}}, 3));
   EXPECT_THROW(reader.next(), WireError);
+}
+
+std::vector<std::uint8_t> raw_frame(const std::string& body, std::uint32_t buffers = 0) {
+  auto bytes = header("ISOH", kProtocolVersion, 0, static_cast<std::uint32_t>(body.size()), buffers);
+  bytes.insert(bytes.end(), body.begin(), body.end());
+  return bytes;
+}
+
+std::string nested(std::size_t depth) {
+  return "{\"a\":" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+}
+
+TEST(JsonDepth, CountsArraysAndObjectsButNotBracketsInStrings) {
+  EXPECT_EQ(json_depth("{}"), 1U);
+  EXPECT_EQ(json_depth(R"({"a":[1,{"b":[]}],"c":{}})"), 4U);
+  EXPECT_EQ(json_depth(R"({"s":"[[[{{{\"[[["})"), 1U);
+  EXPECT_EQ(json_depth("7"), 0U);
+  EXPECT_EQ(json_depth(std::string(1000000, '['), 300), 300U) << "stops at its limit";
+}
+
+TEST(Frame, NestingBeyondTheLimitIsRefusedBeforeParsing) {
+  FrameReader at_limit;
+  at_limit.append(raw_frame(nested(kMaxJsonDepth)));
+  EXPECT_TRUE(at_limit.next());
+
+  // A million levels: what took the host down with SIGSEGV before the limit.
+  FrameReader deep;
+  deep.append(raw_frame(nested(1000000)));
+  try {
+    deep.next();
+    FAIL() << "a body nested a million deep was accepted";
+  } catch (const WireError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 256 levels deep"), std::string::npos) << e.what();
+  }
+  FrameReader one_over;
+  one_over.append(raw_frame(nested(kMaxJsonDepth + 1)));
+  EXPECT_THROW(one_over.next(), WireError);
+}
+
+TEST(Frame, DescriptorsThatNoFrameClaimsAreClosedAndRefused) {
+  const int before = test_support::open_descriptor_count();
+  FrameReader reader;
+  for (int i = 0; i < 10000; ++i) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    reader.append_fd(UniqueFd(fds[0]));
+    reader.append_fd(UniqueFd(fds[1]));
+  }
+  EXPECT_LE(test_support::open_descriptor_count(), before + static_cast<int>(kMaxPendingFds));
+  reader.append(encode_frame({{"op", "ping"}}));
+  try {
+    reader.next();
+    FAIL() << "20000 unannounced descriptors went unremarked";
+  } catch (const WireError& e) {
+    EXPECT_NE(std::string(e.what()).find("no frame announced"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
