@@ -6,6 +6,7 @@
 
 #include <system_error>
 
+#include "probe/proc_stat.hpp"
 #include "proc/process_group.hpp"
 
 namespace isohost::pool {
@@ -124,6 +125,24 @@ void Zygote::refuse(const std::string& reason) {
   if (process_) process_->shutdown(std::chrono::seconds(1));
 }
 
+pid_t Zygote::new_child(const nlohmann::json& answer, std::uint64_t asked_at, wire::UniqueFd& pidfd) const {
+  const auto field = answer.is_object() ? answer.find("pid") : answer.end();
+  if (!answer.is_object() || field == answer.end() || !field->is_number_integer() || *field <= 0) {
+    throw std::runtime_error("the zygote answered " + answer.dump() + ", not {\"pid\": N}");
+  }
+  const auto pid = field->get<pid_t>();
+  if (pid == process_->pid()) throw std::runtime_error("the zygote answered with its own pid");
+  pidfd = proc::open_pidfd(pid);
+  // Never adopt what we cannot reap: the zygote must have made the host the parent.
+  if (!proc::is_child(pidfd.get())) throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
+  // A child of the host that existed before the fork was asked for (another environment's
+  // worker) is not this fork's child: adopting it would kill a healthy worker's group.
+  if (probe::process_start_time(pid) < asked_at) {
+    throw std::runtime_error(fmt::format("pid {} started before the fork was asked for", pid));
+  }
+  return pid;
+}
+
 void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone done) {
   worker::WorkerChannels channels;
   try {
@@ -146,9 +165,10 @@ void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone don
                          {"env", env_name},
                          {"generation", generation},
                          {"descriptors", {"socket", "side", "stdout", "stderr"}}};
+  const auto asked_at = probe::boot_clock_ticks();
   process_->request(
       std::move(request), options_.start_timeout, "fork",
-      [this, kept, done = std::move(done)](Outcome outcome) {
+      [this, kept, asked_at, done = std::move(done)](Outcome outcome) {
         if (!outcome.ok()) {
           const auto& detail = outcome.error().detail();
           if (detail.is_object() && detail.value("where", "") == "fork" &&
@@ -158,14 +178,9 @@ void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone don
           done(std::nullopt, outcome.error().what());
           return;
         }
-        const auto pid = outcome.value().value("pid", -1);
+        pid_t pid = -1;
         try {
-          if (pid <= 0) throw std::runtime_error("the zygote answered without a pid");
-          kept->pidfd = proc::open_pidfd(pid);
-          // Never adopt what we cannot reap: the zygote must have made the host the parent.
-          if (!proc::is_child(kept->pidfd.get())) {
-            throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
-          }
+          pid = new_child(outcome.value(), asked_at, kept->pidfd);
         } catch (const std::exception& e) {
           done(std::nullopt, std::string("fork answer unusable: ") + e.what());
           return;

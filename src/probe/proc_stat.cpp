@@ -1,5 +1,8 @@
 #include "probe/proc_stat.hpp"
 
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -43,6 +46,14 @@ uint64_t parse_start_time(std::string_view stat_text) { return parse_start_time_
 
 uint64_t process_start_time(pid_t pid) {
   return parse_start_time_from(read_proc_file(pid, "stat"), proc_path(pid, "stat"));
+}
+
+uint64_t boot_clock_ticks() {
+  timespec now{};
+  ::clock_gettime(CLOCK_BOOTTIME, &now);
+  const auto ticks_per_second = static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+  return static_cast<uint64_t>(now.tv_sec) * ticks_per_second +
+         static_cast<uint64_t>(now.tv_nsec) * ticks_per_second / 1'000'000'000;
 }
 
 std::vector<std::string> split_cmdline(std::string_view text) {

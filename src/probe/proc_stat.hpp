@@ -18,6 +18,10 @@ namespace isohost::probe {
 // Throws ProbeError: process_gone, unreadable, or malformed.
 uint64_t process_start_time(pid_t pid);
 
+// Now, in process_start_time's unit (clock ticks since boot, CLOCK_BOOTTIME), rounded down: a
+// process that starts after this call has a start time no smaller.
+uint64_t boot_clock_ticks();
+
 // Pure: the start time out of /proc/PID/stat text. Fields are counted after the last ')',
 // because the command name in field 2 may itself hold spaces and parentheses.
 // Throws ProbeError (malformed) when there is no ')' or no field 22.

@@ -253,7 +253,7 @@ void Worker::read_frames(Lane& lane) {
             const auto status = wire::receive_some(lane.socket.native_handle(), lane.reader);
             if (status == wire::ReceiveStatus::would_block) break;
             if (status == wire::ReceiveStatus::end_of_file) {
-              self->on_socket_closed();
+              self->on_socket_closed(lane);
               return;
             }
             while (auto frame = lane.reader.next()) {
@@ -275,7 +275,7 @@ void Worker::read_frames(Lane& lane) {
           // A worker that dies with our request unread resets the connection: that is an end,
           // like end-of-file, and its exit status says how. Any other error is ours to act on.
           if (e.code() == std::errc::connection_reset) {
-            self->on_socket_closed();
+            self->on_socket_closed(lane);
           } else {
             self->condemn(Error(ErrorKind::protocol_error, self->identity() + " " + lane.name +
                                                                " socket failed: " + e.what()));
@@ -286,15 +286,15 @@ void Worker::read_frames(Lane& lane) {
       });
 }
 
-void Worker::on_socket_closed() {
+void Worker::on_socket_closed(const Lane& lane) {
   // The process is ending; its pidfd says how. One that lingers is killed (a worker asked to
   // shut down keeps its grace timer).
   if (expected_exit_) return;
   stop_timer_.expires_after(options_.eof_grace);
-  stop_timer_.async_wait([self = shared_from_this()](const asio::error_code& e) {
+  stop_timer_.async_wait([self = shared_from_this(), name = lane.name](const asio::error_code& e) {
     if (e || self->state_ == WorkerState::dead) return;
     self->condemn(Error(ErrorKind::protocol_error,
-                        self->identity() + " closed its protocol socket but did not exit"));
+                        fmt::format("{} closed its {} socket but did not exit", self->identity(), name)));
   });
 }
 

@@ -216,7 +216,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::UniqueFd child_pidfd,
              wire::UniqueFd out, wire::UniqueFd err);
   void read_frames(Lane& lane);
-  void on_socket_closed();
+  void on_socket_closed(const Lane& lane);
   void handle_frame(Lane& lane, wire::Frame frame);
   void handle_hello(const nlohmann::json& body);
   void handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
