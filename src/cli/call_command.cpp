@@ -48,8 +48,8 @@ int run_call(const CallOptions& o) {
 void add_call_command(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<CallOptions>();
   auto* sub = app.add_subcommand("call", "Run one call in an environment and print its result as JSON");
-  auto* config = sub->add_option("--config", options->config, "TOML file: run a short-lived host")
-                     ->check(CLI::ExistingFile);
+  // Not CLI::ExistingFile: load_config names the file and what is wrong with it.
+  auto* config = sub->add_option("--config", options->config, "TOML file: run a short-lived host");
   auto* socket = sub->add_option("--socket", options->socket, "control socket of a running host");
   config->excludes(socket);
   sub->add_option("env", options->env, "environment name")->required();

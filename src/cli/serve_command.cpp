@@ -40,7 +40,8 @@ int run_serve(const ServeOptions& o) {
 void add_serve_command(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<ServeOptions>();
   auto* sub = app.add_subcommand("serve", "Run a host with a control socket until told to stop");
-  sub->add_option("--config", options->config, "TOML file")->required()->check(CLI::ExistingFile);
+  // Not CLI::ExistingFile: load_config names the file and what is wrong with it.
+  sub->add_option("--config", options->config, "TOML file")->required();
   sub->add_option("--socket", options->socket, "path of the control socket")->required();
   commands.emplace_back(sub, [options] { return run_serve(*options); });
 }

@@ -1,7 +1,13 @@
 #include "pool/config.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -31,6 +37,24 @@ void reject_unknown_keys(const toml::table& table, const std::set<std::string>& 
   }
 }
 
+// The value as the file wrote it (`nan`, `1e+300`, `"a\u0000b"`), for messages.
+std::string shown(const toml::node& node) {
+  std::ostringstream out;
+  node.visit([&out](const auto& value) { out << value; });
+  return out.str();
+}
+
+// A string as TOML writes it, escapes included (`"a\u0000b"`), for messages.
+std::string quoted(const std::string& text) {
+  std::ostringstream out;
+  out << toml::value<std::string>(text);
+  return out.str();
+}
+
+// A year: the longest any *_seconds key may be, so that a deadline (now + timeout, in the
+// nanoseconds of steady_clock) can never overflow.
+constexpr std::int64_t kMaxSeconds = 365LL * 24 * 3600;
+
 std::chrono::milliseconds seconds(const toml::table& table, const std::string& key,
                                   std::chrono::milliseconds fallback, const std::string& source) {
   const toml::node* node = table.get(key);
@@ -43,19 +67,36 @@ std::chrono::milliseconds seconds(const toml::table& table, const std::string& k
   } else {
     throw config_error(source, node->source(), "'" + key + "' must be a number of seconds");
   }
-  if (value < 0 || value > 1e9) {
-    throw config_error(source, node->source(), "'" + key + "' must be between 0 and 1e9 seconds");
+  // Written so that NaN fails it too.
+  if (!(std::isfinite(value) && value >= 0 && value <= static_cast<double>(kMaxSeconds))) {
+    throw config_error(source, node->source(),
+                       "'" + key + "' must be between 0 and " + std::to_string(kMaxSeconds) +
+                           " seconds (a year), not " + shown(*node));
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
+  const auto ms = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
+  // Zero means never (or no timeout) for several keys: a tiny positive value must not become it.
+  if (value > 0 && ms.count() == 0) {
+    throw config_error(
+        source, node->source(),
+        "'" + key + "' must be 0 or at least 0.001 seconds (a millisecond), not " + shown(*node));
+  }
+  return ms;
 }
+
+// 10^12 MB (an exabyte) and 2^40 MiB (an exbibyte): far beyond any machine, and the product in
+// bytes fits a signed 64-bit integer with room to add to it.
+constexpr std::int64_t kMaxMegabytes = 1'000'000'000'000;
+constexpr std::int64_t kMaxMebibytes = std::int64_t{1} << 40;
 
 // MB as the seed and `isohost ps` print RAM: 10^6 bytes.
 std::uint64_t megabytes(const toml::table& table, const std::string& key, const std::string& source) {
   const toml::node* node = table.get(key);
   if (node == nullptr) return 0;
   const auto value = node->value_exact<int64_t>();
-  if (!value || *value < 0) {
-    throw config_error(source, node->source(), "'" + key + "' must be a whole number of MB, 0 or more");
+  if (!value || *value < 0 || *value > kMaxMegabytes) {
+    throw config_error(source, node->source(),
+                       "'" + key + "' must be a whole number of MB from 0 to " +
+                           std::to_string(kMaxMegabytes) + " (an exabyte), not " + shown(*node));
   }
   return static_cast<std::uint64_t>(*value) * 1'000'000;
 }
@@ -66,16 +107,28 @@ std::uint64_t mebibytes(const toml::table& table, const std::string& key, std::u
   const toml::node* node = table.get(key);
   if (node == nullptr) return fallback;
   const auto value = node->value_exact<int64_t>();
-  if (!value || *value < 0) {
-    throw config_error(source, node->source(), "'" + key + "' must be a whole number of MiB, 0 or more");
+  if (!value || *value < 0 || *value > kMaxMebibytes) {
+    throw config_error(source, node->source(),
+                       "'" + key + "' must be a whole number of MiB from 0 to " +
+                           std::to_string(kMaxMebibytes) + " (an exbibyte), not " + shown(*node));
   }
   return static_cast<std::uint64_t>(*value) << 20;
+}
+
+// Paths, names and variables end up as C strings (execve, chdir, setenv): a NUL would cut them.
+void refuse_nul(const std::string& text, const toml::node& node, const std::string& what,
+                const std::string& source) {
+  if (text.find('\0') != std::string::npos) {
+    throw config_error(source, node.source(),
+                       what + " must not contain a NUL character, not " + shown(node));
+  }
 }
 
 std::string string_value(const toml::node& node, const std::string& key,
                          const std::string& source) {
   auto value = node.value_exact<std::string>();
   if (!value) throw config_error(source, node.source(), "'" + key + "' must be a string");
+  refuse_nul(*value, node, "'" + key + "'", source);
   return *value;
 }
 
@@ -172,7 +225,13 @@ EnvironmentConfig parse_environment(const std::string& name, const toml::table& 
     const auto* vars = node->as_table();
     if (vars == nullptr) throw config_error(source, node->source(), "'env' must be a table of variables");
     for (const auto& [key, value] : *vars) {
-      env.env[std::string(key.str())] = string_value(value, "env." + std::string(key.str()), source);
+      const std::string variable(key.str());
+      if (variable.empty() || variable.find_first_of(std::string("=\0", 2)) != std::string::npos) {
+        throw config_error(source, key.source(),
+                           "'env' variable name " + quoted(variable) +
+                               " must be non-empty, without '=' or a NUL character");
+      }
+      env.env[variable] = string_value(value, "env." + variable, source);
     }
   }
   if (table.contains("call_timeout_seconds")) {
@@ -215,6 +274,11 @@ Config parse_config(const std::string& text, const std::string& source, const st
     const auto* envs = node->as_table();
     if (envs == nullptr) throw config_error(source, node->source(), "[env] must hold [env.NAME] tables");
     for (const auto& [name, value] : *envs) {
+      if (std::string(name.str()).find('\0') != std::string::npos) {
+        throw config_error(source, name.source(),
+                           "environment name " + quoted(std::string(name.str())) +
+                               " must not contain a NUL character");
+      }
       const auto* table = value.as_table();
       if (table == nullptr) {
         throw config_error(source, value.source(), "env." + std::string(name.str()) + " must be a table");
@@ -226,15 +290,84 @@ Config parse_config(const std::string& text, const std::string& source, const st
   return config;
 }
 
-Config load_config(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    throw Error(ErrorKind::config_error, "cannot read configuration file '" + path + "'");
+namespace {
+
+// A configuration is a few kilobytes; anything near this is not one (or is /dev/zero's kin).
+constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+
+Error file_error(const std::string& path, const std::string& why) {
+  return Error(ErrorKind::config_error, "configuration file '" + path + "': " + why);
+}
+
+// Only a regular file of at most kMaxConfigBytes is read: a directory, a FIFO (which would block
+// until a writer came) or a device (/dev/zero never ends) is refused by name.
+void check_file(const std::string& path, const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) throw file_error(path, "is a directory");
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw file_error(path, std::string("is ") + kind + ", not a regular file");
   }
-  std::stringstream text;
-  text << file.rdbuf();
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxConfigBytes) {
+    throw file_error(path, "is " + std::to_string(st.st_size) +
+                               " bytes, over the limit of 1 MiB for a configuration");
+  }
+}
+
+std::string errno_text(int error) {
+  return error == ENOENT ? "no such file" : std::strerror(error);
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { ::close(fd_); }
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string read_config_file(const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    throw file_error(path, "the path contains a NUL character");
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw file_error(path, errno_text(errno));
+  check_file(path, st);
+  // O_NONBLOCK: should the path become a FIFO between stat and open, open does not wait for a
+  // writer. The descriptor is checked again, as it is what is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw file_error(path, errno_text(errno));
+  const FileDescriptor file(fd);
+  if (::fstat(file.get(), &st) != 0) throw file_error(path, errno_text(errno));
+  check_file(path, st);
+  std::string text;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(file.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw file_error(path, errno_text(errno));
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxConfigBytes) {
+      throw file_error(path, "is over the limit of 1 MiB for a configuration");
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+Config load_config(const std::string& path) {
+  const auto text = read_config_file(path);
   const auto base = std::filesystem::absolute(path).parent_path().string();
-  return parse_config(text.str(), path, base);
+  return parse_config(text, path, base);
 }
 
 }  // namespace isohost::pool

@@ -9,7 +9,13 @@
 //   path = ["/opt/packs/vision"]
 //   env = { CUDA_MODULE_LOADING = "LAZY" }
 //
-// Unknown keys are errors: a misspelt setting silently ignored is worse than a refusal.
+// Unknown keys are errors: a misspelt setting silently ignored is worse than a refusal. So are
+// values out of range, each refused with the file, line, key and value:
+//   *_seconds   finite, from 0 to a year (31536000), and 0 or at least a millisecond;
+//   *_mb        a whole number from 0 to 10^12 (an exabyte);
+//   *_mib       a whole number from 0 to 2^40 (an exbibyte);
+//   strings     (python, path, cwd, env values, preload, simulated_gpu) and environment and
+//               variable names without a NUL character; variable names non-empty, without '='.
 
 #include <chrono>
 #include <cstdint>
@@ -85,7 +91,9 @@ struct Config {
 // Throws worker::Error(config_error) naming the source, line and column, and the key.
 Config parse_config(const std::string& text, const std::string& source, const std::string& base_dir);
 
-// Reads and parses a file. Throws worker::Error(config_error).
+// Reads and parses a file: a regular file of at most 1 MiB. Anything else (missing, a directory,
+// a FIFO, a device, too large) throws worker::Error(config_error) naming the file and what is
+// wrong with it; a FIFO never blocks the call.
 Config load_config(const std::string& path);
 
 }  // namespace isohost::pool

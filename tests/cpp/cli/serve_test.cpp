@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -248,6 +250,35 @@ TEST(Serve, StaleSocketFromADeadHostIsReplacedAndALiveOneRefused) {
   EXPECT_EQ(proc::reap(third.pidfd.get()), proc::ExitStatus::exited(1))
       << "a second host on a live socket refuses to start";
   EXPECT_TRUE(second.ask({{"op", "ps"}})["ok"]);
+}
+
+// `command` run by the shell, with its exit code and its stdout and stderr together.
+std::pair<int, std::string> run_shell(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(Serve, AConfigThatIsNotAFileIsNamedWithWhatIsWrong) {
+  isohost::test_support::TempDir dir;
+  const std::string binary = ISOHOST_BINARY;
+  for (const auto& [config, why] : std::vector<std::pair<std::string, std::string>>{
+           {dir.path + "/missing.toml", "no such file"}, {dir.path, "is a directory"}}) {
+    for (const auto& command :
+         {binary + " serve --config " + config + " --socket " + dir.path + "/control.sock",
+          binary + " call --config " + config + " a fixtures_mod:add"}) {
+      const auto [status, out] = run_shell(command);
+      EXPECT_EQ(status, 2) << command << "\n" << out;
+      EXPECT_THAT(out,
+                  HasSubstr("isohost: ConfigError: configuration file '" + config + "': " + why))
+          << command;
+      EXPECT_THAT(out, ::testing::Not(HasSubstr("--help"))) << command;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path + "/control.sock"));
 }
 
 }  // namespace

@@ -1,8 +1,16 @@
 #include "pool/config.hpp"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include "support/test_support.hpp"
 #include "worker/error.hpp"
 
 namespace isohost::pool {
@@ -107,7 +115,8 @@ TEST(Config, HibernationSettings) {
   EXPECT_TRUE(config.environments.at("b").hibernate);
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"[env.a]\nhibernate = \"no\"\n", "t.toml:2:13: 'hibernate' must be true or false"},
-           {"[host]\nidle_hibernate_seconds = -1\n", "'idle_hibernate_seconds' must be between 0 and 1e9 seconds"},
+           {"[host]\nidle_hibernate_seconds = -1\n",
+            "'idle_hibernate_seconds' must be between 0 and 31536000 seconds (a year), not -1"},
            {"[host]\nhibernate = true\n", "unknown key 'hibernate' in [host]"}}) {
     try {
       parse_config(text, "t.toml", "/base");
@@ -133,6 +142,193 @@ TEST(Config, WorkerPollWindow) {
                                 "t.toml:2:28: 'worker_poll_microseconds' must be a whole number from 0 to 1000000"));
     }
   }
+}
+
+}  // namespace
+}  // namespace isohost::pool
+
+namespace isohost::pool {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The config_error parse_config throws for `text`, or a failure naming what was accepted.
+std::string refusal(const std::string& text) {
+  try {
+    parse_config(text, "t.toml", "/base");
+  } catch (const worker::Error& e) {
+    EXPECT_EQ(e.kind(), worker::ErrorKind::config_error) << text;
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return "";
+}
+
+const char* const kHostSecondsKeys[] = {"call_timeout_seconds",   "start_timeout_seconds",
+                                        "idle_release_seconds",   "idle_reap_seconds",
+                                        "shutdown_grace_seconds", "admission_wait_seconds",
+                                        "grant_lifetime_seconds", "idle_hibernate_seconds"};
+
+TEST(Config, EverySecondsKeyRefusesNanInfNegativeAndOverAYear) {
+  // 1e300 s overflowed the conversion to milliseconds; a year and a second overflows nothing
+  // but is past the documented limit; 1e-5 s would become 0, which means never.
+  const char* const values[] = {"nan", "+nan", "-nan",  "inf",      "-inf",
+                                "-1",  "-0.5", "1e300", "31536001", "9223372036854775807",
+                                "1e-5"};
+  std::vector<std::string> texts;
+  for (const auto* key : kHostSecondsKeys) {
+    for (const auto* value : values) {
+      texts.push_back(std::string("[host]\n") + key + " = " + value + "\n");
+    }
+  }
+  for (const auto* value : values) {
+    texts.push_back(std::string("[env.a]\ncall_timeout_seconds = ") + value + "\n");
+  }
+  for (const auto& text : texts) {
+    const auto key = text.substr(text.find('\n') + 1, text.find(" = ") - text.find('\n') - 1);
+    const auto value = text.substr(text.find(" = ") + 3, text.size() - text.find(" = ") - 4);
+    const auto message = refusal(text);
+    EXPECT_THAT(message, HasSubstr("t.toml:2:")) << text;
+    EXPECT_THAT(message, HasSubstr("'" + key + "' must be")) << text;
+    // The value as the file wrote it (toml++ prints 1e300 as 1e+300 and +nan as nan).
+    if (value == "nan" || value == "inf" || value == "-1") {
+      EXPECT_THAT(message, HasSubstr("not " + value)) << text;
+    }
+  }
+}
+
+TEST(Config, SecondsUpToAYearAreTaken) {
+  std::string text = "[host]\n";
+  for (const auto* key : kHostSecondsKeys) text += std::string(key) + " = 31536000\n";
+  text += "[env.a]\ncall_timeout_seconds = 0.001\n";
+  const auto config = parse_config(text, "t.toml", "/base");
+  const std::chrono::milliseconds year = std::chrono::hours(24 * 365);
+  EXPECT_EQ(config.host.call_timeout, year);
+  EXPECT_EQ(config.host.start_timeout, year);
+  EXPECT_EQ(config.host.idle_release, year);
+  EXPECT_EQ(config.host.idle_reap, year);
+  EXPECT_EQ(config.host.shutdown_grace, year);
+  EXPECT_EQ(config.host.admission_wait, year);
+  EXPECT_EQ(config.host.grant_lifetime, year);
+  EXPECT_EQ(config.host.idle_hibernate, year);
+  EXPECT_EQ(config.environments.at("a").call_timeout, std::chrono::milliseconds(1));
+}
+
+TEST(Config, ByteSizedKeysRefuseValuesThatWouldWrap) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  const Case cases[] = {
+      // 18446744073710 MB is 2^64 + 384000 bytes: it wrapped to a 0.4 MB budget.
+      {"[host]\nram_budget_mb = 18446744073710\n",
+       "t.toml:2:17: 'ram_budget_mb' must be a whole number of MB from 0 to 1000000000000 (an "
+       "exabyte), not 18446744073710"},
+      {"[host]\nram_floor_mb = 18446744073710\n", "'ram_floor_mb' must be a whole number of MB"},
+      {"[host]\nram_budget_mb = 9223372036854775807\n", "'ram_budget_mb' must be"},
+      {"[host]\nram_floor_mb = 1000000000001\n", "not 1000000000001"},
+      {"[host]\nram_budget_mb = -1\n", "'ram_budget_mb' must be"},
+      // 2^44 MiB is 2^64 bytes: it wrapped to 0.
+      {"[host]\nvram_reserve_mib = 17592186044416\n",
+       "t.toml:2:20: 'vram_reserve_mib' must be a whole number of MiB from 0 to 1099511627776 (an "
+       "exbibyte), not 17592186044416"},
+      {"[host]\nvram_reserve_mib = 9223372036854775807\n", "'vram_reserve_mib' must be"},
+      {"[host]\nvram_reserve_mib = 1099511627777\n", "'vram_reserve_mib' must be"},
+      {"[host]\nvram_reserve_mib = -1\n", "'vram_reserve_mib' must be"},
+  };
+  for (const auto& c : cases) EXPECT_THAT(refusal(c.text), HasSubstr(c.says)) << c.text;
+  const auto config = parse_config(
+      "[host]\nram_budget_mb = 1000000000000\nram_floor_mb = 1000000000000\n"
+      "vram_reserve_mib = 1099511627776\n",
+      "t.toml", "/base");
+  EXPECT_EQ(config.host.ram_budget, 1'000'000'000'000'000'000U);
+  EXPECT_EQ(config.host.ram_floor, 1'000'000'000'000'000'000U);
+  EXPECT_EQ(config.host.vram_reserve, std::uint64_t{1} << 60);
+}
+
+TEST(Config, NulInAnyStringIsRefusedNamingTheKey) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"[env.a]\npython = \"/opt/py\\u0000thon\"\n",
+       "t.toml:2:10: 'python' must not contain a NUL character, not \"/opt/py\\u0000thon\""},
+      {"[env.a]\npath = [\"/ok\", \"/x\\u0000y\"]\n", "t.toml:2:16: 'path' must not contain a NUL"},
+      {"[env.a]\ncwd = \"/x\\u0000y\"\n", "'cwd' must not contain a NUL"},
+      {"[env.a]\nenv = { A = \"x\\u0000y\" }\n", "'env.A' must not contain a NUL"},
+      {"[env.a]\npreload = [\"nu\\u0000mpy\"]\n", "'preload' must not contain a NUL"},
+      {"[host]\nsimulated_gpu = \"/x\\u0000y\"\n", "'simulated_gpu' must not contain a NUL"},
+      {"[env.a]\nenv = { \"A\\u0000B\" = \"x\" }\n",
+       "'env' variable name \"A\\u0000B\" must be non-empty, without '=' or a NUL character"},
+      {"[env.a]\nenv = { \"A=B\" = \"x\" }\n", "'env' variable name 'A=B' must be"},
+      {"[env.a]\nenv = { \"\" = \"x\" }\n", "'env' variable name '' must be"},
+      {"[env.\"a\\u0000b\"]\n", "environment name \"a\\u0000b\" must not contain a NUL"},
+  };
+  for (const auto& c : cases) EXPECT_THAT(refusal(c.text), HasSubstr(c.says)) << c.text;
+}
+
+// The config_error load_config throws for `path`, or a failure naming what was accepted.
+std::string load_refusal(const std::string& path) {
+  try {
+    load_config(path);
+  } catch (const worker::Error& e) {
+    EXPECT_EQ(e.kind(), worker::ErrorKind::config_error) << path;
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted: " << path;
+  return "";
+}
+
+TEST(Config, LoadNamesAMissingFileOrADirectory) {
+  test_support::TempDir dir;
+  EXPECT_EQ(load_refusal(dir.path + "/missing.toml"),
+            "configuration file '" + dir.path + "/missing.toml': no such file");
+  EXPECT_EQ(load_refusal(dir.path), "configuration file '" + dir.path + "': is a directory");
+}
+
+TEST(Config, LoadRefusesAFifoWithoutWaitingForAWriter) {
+  test_support::TempDir dir;
+  const auto fifo = dir.path + "/isohost.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto loading = std::async(std::launch::async, [&] { return load_refusal(fifo); });
+  if (loading.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "load_config waits on a FIFO";
+    // Open and close the write end so that the blocked reader sees end-of-file and returns.
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (writer >= 0) ::close(writer);
+  }
+  EXPECT_EQ(loading.get(), "configuration file '" + fifo + "': is a FIFO, not a regular file");
+}
+
+TEST(Config, LoadRefusesADevice) {
+  EXPECT_EQ(load_refusal("/dev/zero"),
+            "configuration file '/dev/zero': is a character device, not a regular file");
+}
+
+TEST(Config, LoadRefusesAFileOverOneMebibyte) {
+  test_support::TempDir dir;
+  const auto path = dir.path + "/isohost.toml";
+  {
+    std::ofstream file(path);
+    file << "[host]\n" << std::string((1 << 20) - 7, '#') << "\n";
+  }
+  ASSERT_EQ(std::filesystem::file_size(path), (1U << 20) + 1);
+  EXPECT_EQ(load_refusal(path), "configuration file '" + path +
+                                    "': is 1048577 bytes, over the limit of 1 MiB for a "
+                                    "configuration");
+  std::filesystem::resize_file(path, 1U << 20);  // a comment of exactly the limit is read
+  EXPECT_EQ(load_config(path).source, path);
+}
+
+TEST(Config, LoadResolvesRelativePathsAgainstTheFile) {
+  test_support::TempDir dir;
+  const auto path = dir.path + "/isohost.toml";
+  std::ofstream(path) << "[env.a]\npython = \"envs/a/bin/python\"\ncwd = \"work\"\n";
+  const auto config = load_config(path);
+  EXPECT_EQ(config.source, path);
+  EXPECT_EQ(config.environments.at("a").python, dir.path + "/envs/a/bin/python");
+  EXPECT_EQ(config.environments.at("a").cwd, dir.path + "/work");
 }
 
 }  // namespace
