@@ -6,8 +6,10 @@ Both sides of the tests use this module, so it knows nothing about ops or lanes.
 
 import array
 import collections
+import itertools
 import json
 import os
+import re
 import socket
 import struct
 import time
@@ -17,6 +19,11 @@ VERSION = 2
 HEADER = struct.Struct("<4sHHII")  # magic, version, flags, json_length, buffer_count
 MAX_JSON = 64 * 1024 * 1024
 MAX_BUFFERS = 64
+# Descriptors received and not yet claimed by a frame: the frame being read's and the next's.
+MAX_PENDING_FDS = 2 * MAX_BUFFERS
+# Arrays and objects inside one another: the host refuses deeper bodies (docs/protocol.md,
+# "Limits"), so the worker refuses to send one and its caller gets an error, not a dead worker.
+MAX_DEPTH = 256
 
 _FD = array.array("i")
 # One recvmsg never returns descriptors from more than one sendmsg (the kernel ends the
@@ -53,10 +60,29 @@ class FrameTooLarge(ValueError):
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def depth(text):
+    """How deeply arrays and objects nest in JSON `text` (brackets in strings do not count)."""
+    # Without escaped quotes, every other piece between quotes is outside a string: a split is
+    # several times cheaper than the regular expression.
+    outside = "".join(text.split('"')[::2]) if '\\"' not in text else _STRING.sub("", text)
+    return max(itertools.accumulate(map(_STEP.__getitem__, _BRACKET.findall(outside))), default=0)
+
+
 def encode(body, buffer_count=0):
     """The bytes of one frame. Raises TypeError/ValueError when `body` is not strict JSON
-    (NaN and lone surrogates included: the host's parser rejects both)."""
-    data = _ENCODER.encode(body).encode("utf-8")
+    (NaN and lone surrogates included: the host's parser rejects both) or nests deeper than
+    MAX_DEPTH."""
+    text = _ENCODER.encode(body)
+    # Only a body with that many brackets in all can nest that deep: most pay one count.
+    if text.count("[") + text.count("{") > MAX_DEPTH and depth(text) > MAX_DEPTH:
+        raise ValueError("the value nests arrays and objects more than %d levels deep (the limit)"
+                         % MAX_DEPTH)
+    data = text.encode("utf-8")
     if len(data) > MAX_JSON:
         raise FrameTooLarge("a %d-byte body exceeds the %d-byte frame limit" % (len(data), MAX_JSON))
     if not 0 <= buffer_count <= MAX_BUFFERS:
@@ -157,6 +183,10 @@ class Reader:
                     fds = array.array("i")
                     fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
                     self._fds.extend(fds)
+            if len(self._fds) > MAX_PENDING_FDS:
+                self.close_pending()
+                raise ProtocolError("more than %d descriptors arrived that no frame announced"
+                                    % MAX_PENDING_FDS)
             if flags & _MSG_CTRUNC:
                 raise ProtocolError("more descriptors arrived than one frame may carry")
             if not data:

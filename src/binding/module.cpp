@@ -20,6 +20,7 @@
 #include "pool/caller_polling.hpp"
 #include "pool/pool.hpp"
 #include "wire/frame.hpp"
+#include "wire/json_depth.hpp"
 
 namespace py = pybind11;
 
@@ -36,6 +37,7 @@ std::string dump(const nlohmann::json& value) {
 }
 
 nlohmann::json parse_message(const std::string& text) {
+  if (wire::json_depth(text) > wire::kMaxJsonDepth) throw Error(ErrorKind::bad_request, wire::too_deep("the request"));
   auto message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded() || !message.is_object()) {
     throw Error(ErrorKind::bad_request, "a request must be a JSON object");
@@ -152,11 +154,15 @@ py::list take_asks(PendingCall& pending) {
 
 // `reply_text`: {"ok": true, "value": V} or {"ok": false, "error": {"type", "message"}}.
 void answer(PendingCall& pending, std::uint64_t token, const std::string& reply_text) {
-  auto reply = nlohmann::json::parse(reply_text, nullptr, /*allow_exceptions=*/false);
+  auto reply = wire::json_depth(reply_text) > wire::kMaxJsonDepth
+                   ? nlohmann::json(nlohmann::json::value_t::discarded)
+                   : nlohmann::json::parse(reply_text, nullptr, /*allow_exceptions=*/false);
   if (reply.is_discarded() || !reply.is_object()) {
-    reply = {
-        {"ok", false},
-        {"error", {{"type", "BadAnswer"}, {"message", "the host's answer was not a JSON object"}}}};
+    reply = {{"ok", false},
+             {"error",
+              {{"type", "BadAnswer"},
+               {"message", "the host's answer was not a JSON object nested at most " +
+                               std::to_string(wire::kMaxJsonDepth) + " deep"}}}};
   }
   pending.answer(token, std::move(reply));
 }

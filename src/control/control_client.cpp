@@ -8,6 +8,7 @@
 #include <asio/write.hpp>
 
 #include "control/control_server.hpp"
+#include "wire/json_depth.hpp"
 #include "worker/error.hpp"
 
 namespace isohost::control {
@@ -34,7 +35,9 @@ nlohmann::json send_control_request(const std::string& socket_path, const nlohma
   }
   std::string line(asio::buffers_begin(buffer.data()),
                    asio::buffers_begin(buffer.data()) + static_cast<std::ptrdiff_t>(n));
-  auto reply = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const auto reply = wire::json_depth(line) > wire::kMaxJsonDepth
+                         ? nlohmann::json(nlohmann::json::value_t::discarded)
+                         : nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (reply.is_discarded() || !reply.is_object()) {
     throw Error(ErrorKind::control_error, "the host answered with something that is not JSON");
   }

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <asio/read_until.hpp>
 #include <asio/streambuf.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
@@ -37,11 +36,31 @@ void clear_stale_socket(const std::string& path) {
   ::unlink(path.c_str());
 }
 
+// Bytes asked of the socket per read.
+constexpr std::size_t kReadChunk = 64u << 10;
+
+}  // namespace
+
+struct ConnectionBooks {
+  std::size_t connections = 0;
+  std::size_t unfinished_bytes = 0;
+};
+
+namespace {
+
 // One client connection: reads a line, answers it, reads the next.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(pool::Pool& pool, stream_protocol::socket socket)
-      : pool_(pool), socket_(std::move(socket)), buffer_(kMaxRequestBytes) {}
+  Session(pool::Pool& pool, stream_protocol::socket socket, std::shared_ptr<ConnectionBooks> books)
+      : pool_(pool), socket_(std::move(socket)), books_(std::move(books)) {
+    ++books_->connections;
+  }
+  ~Session() {
+    --books_->connections;
+    books_->unfinished_bytes -= buffer_.size();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void start() {
     ucred cred{};
@@ -58,30 +77,50 @@ class Session : public std::enable_shared_from_this<Session> {
     read();
   }
 
- private:
-  void read() {
-    asio::async_read_until(socket_, buffer_, '\n',
-                           [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
-                             self->on_line(ec, n);
-                           });
-  }
+  void answer_and_close(const nlohmann::json& reply) { write(reply, /*then_close=*/true); }
 
-  void on_line(const asio::error_code& ec, std::size_t n) {
-    if (ec == asio::error::not_found) {
-      answer_and_close(failure(Error(ErrorKind::bad_request, "request line longer than the limit of " +
-                                                                 std::to_string(kMaxRequestBytes) + " bytes")));
+ private:
+  // Answers a complete line if one is buffered, else reads more, within the limits.
+  void read() {
+    const auto* data = static_cast<const char*>(buffer_.data().data());
+    const std::string_view buffered(data, buffer_.size());
+    if (const auto end = buffered.find('\n', scanned_); end != std::string_view::npos) {
+      on_line(std::string(buffered.substr(0, end + 1)));
       return;
     }
-    if (ec) return;  // the client went away
-    std::string line(asio::buffers_begin(buffer_.data()),
-                     asio::buffers_begin(buffer_.data()) + static_cast<std::ptrdiff_t>(n));
-    buffer_.consume(n);
+    scanned_ = buffered.size();
+    if (buffered.size() >= kMaxRequestBytes) {
+      refuse("request line longer than the limit of " + std::to_string(kMaxRequestBytes) + " bytes");
+      return;
+    }
+    const auto room = std::min(kReadChunk, kMaxRequestBytes - buffered.size());
+    socket_.async_read_some(buffer_.prepare(room), [self = shared_from_this()](const asio::error_code& ec,
+                                                                                std::size_t n) {
+      if (ec) return;  // the client went away
+      self->buffer_.commit(n);
+      self->books_->unfinished_bytes += n;
+      if (self->books_->unfinished_bytes > kMaxUnfinishedBytes) {
+        self->refuse("the host already holds " + std::to_string(kMaxUnfinishedBytes) +
+                     " bytes of unfinished request lines from its clients (the limit)");
+        return;
+      }
+      self->read();
+    });
+  }
+
+  void on_line(std::string line) {
+    buffer_.consume(line.size());
+    books_->unfinished_bytes -= line.size();
+    scanned_ = 0;
     handle_request(pool_, line, [self = shared_from_this()](const nlohmann::json& reply) {
       self->write(reply, /*then_close=*/false);
     });
   }
 
-  void answer_and_close(const nlohmann::json& reply) { write(reply, /*then_close=*/true); }
+  void refuse(const std::string& why) {
+    spdlog::warn("control: closed a connection: {}", why);
+    answer_and_close(failure(Error(ErrorKind::bad_request, why)));
+  }
 
   void write(const nlohmann::json& reply, bool then_close) {
     auto text = std::make_shared<std::string>(
@@ -99,13 +138,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   pool::Pool& pool_;
   stream_protocol::socket socket_;
+  std::shared_ptr<ConnectionBooks> books_;
   asio::streambuf buffer_;
+  // How much of buffer_ has been searched for a newline.
+  std::size_t scanned_ = 0;
 };
 
 }  // namespace
 
 ControlServer::ControlServer(pool::Pool& pool, std::string socket_path)
-    : pool_(pool), path_(std::move(socket_path)), acceptor_(pool.io()) {
+    : pool_(pool),
+      path_(std::move(socket_path)),
+      acceptor_(pool.io()),
+      accept_retry_(pool.io()),
+      books_(std::make_shared<ConnectionBooks>()) {
   clear_stale_socket(path_);
   // The socket is created 0600 from the start: there is no moment when others may connect.
   const mode_t old_mask = ::umask(0177);
@@ -127,14 +173,41 @@ void ControlServer::stop() {
   if (!acceptor_.is_open()) return;
   asio::error_code ignored;
   acceptor_.close(ignored);
+  accept_retry_.cancel();
   ::unlink(path_.c_str());
 }
 
 void ControlServer::accept() {
   acceptor_.async_accept([this](const asio::error_code& ec, stream_protocol::socket socket) {
-    if (ec) return;  // closed
-    std::make_shared<Session>(pool_, std::move(socket))->start();
+    if (!acceptor_.is_open()) return;  // stopped
+    if (ec) {
+      on_accept_error(ec);
+      return;
+    }
+    if (accept_failing_) spdlog::info("control: accepting connections on '{}' again", path_);
+    accept_failing_ = false;
+    auto session = std::make_shared<Session>(pool_, std::move(socket), books_);
+    if (books_->connections > kMaxConnections) {
+      session->answer_and_close(failure(Error(
+          ErrorKind::bad_request, "the host already serves " + std::to_string(kMaxConnections) +
+                                      " control connections (the limit); try again when one closes")));
+    } else {
+      session->start();
+    }
     accept();
+  });
+}
+
+void ControlServer::on_accept_error(const asio::error_code& ec) {
+  // Said once per spell of failures, not ten times a second.
+  if (!accept_failing_) {
+    spdlog::warn("control: accepting a connection on '{}' failed: {}; trying again every 100 ms",
+                 path_, ec.message());
+  }
+  accept_failing_ = true;
+  accept_retry_.expires_after(std::chrono::milliseconds(100));
+  accept_retry_.async_wait([this](const asio::error_code& cancelled) {
+    if (!cancelled && acceptor_.is_open()) accept();
   });
 }
 

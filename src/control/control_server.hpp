@@ -10,9 +10,10 @@
 //   -> {"op": "nonsense"}
 //   <- {"ok": false, "error": {"kind": "BadRequest", "message": "unknown op 'nonsense'; ..."}}
 //
-// Requests: call, ps, release, reap, shutdown. Runs on the pool's event loop.
+// Requests: call, ps, release, reap, hibernate, wake, shutdown. Runs on the pool's event loop.
 
 #include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
 
 #include <memory>
 #include <string>
@@ -20,6 +21,9 @@
 #include "pool/pool.hpp"
 
 namespace isohost::control {
+
+// Open connections and the bytes of their unfinished lines (control_server.cpp).
+struct ConnectionBooks;
 
 class ControlServer {
  public:
@@ -36,14 +40,27 @@ class ControlServer {
 
  private:
   void accept();
+  void on_accept_error(const asio::error_code& ec);
 
   pool::Pool& pool_;
   std::string path_;
   asio::local::stream_protocol::acceptor acceptor_;
+  // After a failed accept (EMFILE, ENFILE, ECONNABORTED), the next is tried after a pause
+  // rather than never: descriptors run out for a while, not for good.
+  asio::steady_timer accept_retry_;
+  bool accept_failing_ = false;
+  // What open connections hold, shared with each (a connection may outlive the server).
+  std::shared_ptr<ConnectionBooks> books_;
 };
 
-// The longest request line accepted; past it the connection is answered with an error and
-// closed.
-inline constexpr std::size_t kMaxRequestBytes = 64u << 20;
+// Limits of the socket (docs/lifecycle.md, "Control socket"); past each, the connection is
+// answered with a BadRequest that names the limit and closed, and the host serves on.
+// The longest request line.
+inline constexpr std::size_t kMaxRequestBytes = 16u << 20;
+// Unfinished request lines of all connections together: without it, a hundred clients each
+// sending most of a line would hold gigabytes of the host's memory.
+inline constexpr std::size_t kMaxUnfinishedBytes = 64u << 20;
+// Connections open at once.
+inline constexpr std::size_t kMaxConnections = 256;
 
 }  // namespace isohost::control

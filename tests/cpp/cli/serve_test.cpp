@@ -2,10 +2,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +19,7 @@
 #include <thread>
 
 #include "control/control_client.hpp"
+#include "probe/proc_status.hpp"
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
 #include "support/test_support.hpp"
@@ -32,7 +38,8 @@ class ServedHost {
  public:
   // In `dir` when given (to share a socket path between hosts), else in a fresh directory.
   // `env_extra`: more lines for [env.a] (a zygote's preload, say).
-  explicit ServedHost(const std::string& dir = "", const std::string& env_extra = "") {
+  // `log`: a file for the host's stderr, for tests that wait for what it says.
+  explicit ServedHost(const std::string& dir = "", const std::string& env_extra = "", const std::string& log = "") {
     const std::string base = dir.empty() ? dir_.path : dir;
     config_ = base + "/isohost.toml";
     socket_ = base + "/control.sock";
@@ -44,7 +51,7 @@ class ServedHost {
                           .argv = {ISOHOST_BINARY, "--log-level", "warn", "serve", "--config",
                                    config_, "--socket", socket_},
                           .env = proc::scrubbed_environment({}),
-                          .fds = {{2, 2}}});
+                          .fds = {{log.empty() ? 2 : open_log(log), 2}}});
     EXPECT_TRUE(eventually(
         [&] {
           try {
@@ -62,6 +69,11 @@ class ServedHost {
     }
   }
 
+  int open_log(const std::string& path) {
+    log_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    return log_.get();
+  }
+
   nlohmann::json ask(const nlohmann::json& request) {
     return control::send_control_request(socket_, request);
   }
@@ -77,6 +89,7 @@ class ServedHost {
   isohost::test_support::TempDir dir_;
   std::string config_;
   std::string socket_;
+  wire::UniqueFd log_;
   proc::Child child_;
 };
 
@@ -279,6 +292,136 @@ TEST(Serve, AConfigThatIsNotAFileIsNamedWithWhatIsWrong) {
     }
   }
   EXPECT_FALSE(std::filesystem::exists(dir.path + "/control.sock"));
+}
+
+// A client connection on the host's control socket, for tests that hold many open at once.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& socket_path) : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
+    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    // A host that never answers fails the test instead of hanging it.
+    const timeval limit{.tv_sec = 20, .tv_usec = 0};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  [[nodiscard]] bool connected() const { return connected_; }
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  // False once the host has closed the connection.
+  bool send_all(const std::string& bytes) {
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+      const auto n = ::send(fd_.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  // The host's answer line, or "" when it closed the connection without one.
+  std::string read_line() {
+    std::string answer;
+    char c;
+    while (::read(fd_.get(), &c, 1) == 1 && c != '\n') answer += c;
+    return answer;
+  }
+
+ private:
+  wire::UniqueFd fd_;
+  bool connected_ = false;
+};
+
+std::uint64_t host_rss(pid_t pid) { return probe::read_rss_counters(pid).rss; }
+
+TEST(Serve, JsonNestedAMillionDeepFromAClientIsABadRequest) {
+  ServedHost host;
+  for (const std::size_t depth : {std::size_t{1000}, std::size_t{1000000}}) {
+    const auto line = R"({"op":"call","env":"a","target":"isohost_test_funcs:add","args":)" +
+                      std::string(depth, '[') + std::string(depth, ']') + "}\n";
+    const auto answer = raw_exchange(host.socket(), line);
+    EXPECT_THAT(answer, HasSubstr("BadRequest")) << depth;
+    EXPECT_THAT(answer, HasSubstr("more than 256 levels deep")) << depth;
+  }
+  // 1000 deep used to reach the worker, whose json module gave up (RecursionError, exit 3):
+  // the client's bad input counted as the environment's crash.
+  EXPECT_EQ(host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:add"}, {"args", {1, 1}}})["value"], 2);
+  EXPECT_EQ(host.ask({{"op", "ps"}})["value"]["workers"][0]["generation"], 1) << "no worker died";
+}
+
+// Whether the host has dealt with all a client sent: read every byte, or closed the connection.
+bool host_took_everything(int fd) {
+  int unread = 0;
+  if (::ioctl(fd, SIOCOUTQ, &unread) == 0 && unread == 0) return true;
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+TEST(Serve, UnfinishedLinesOfManyClientsAreBoundedAndTheHostServesOn) {
+  ServedHost host;
+  const auto rss_before = host_rss(host.pid());
+  // 250 clients each holding 1 MiB of a line: 250 MiB, far past the 64 MiB of unfinished lines
+  // the host keeps for all clients together; each client past it is answered and closed.
+  std::vector<std::unique_ptr<RawClient>> clients;
+  const std::string mebibyte(1 << 20, 'x');
+  for (int i = 0; i < 250; ++i) {
+    clients.push_back(std::make_unique<RawClient>(host.socket()));
+    ASSERT_TRUE(clients.back()->connected());
+    clients.back()->send_all(R"({"op":"ps","pad":")" + mebibyte);
+  }
+  for (auto& client : clients) ASSERT_TRUE(eventually([&] { return host_took_everything(client->fd()); }));
+  int refused = 0;
+  for (auto& client : clients) {
+    pollfd p{.fd = client->fd(), .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, 0) != 1) continue;  // held: nothing to read
+    EXPECT_THAT(client->read_line(), HasSubstr("bytes of unfinished request lines from its clients (the limit)"));
+    ++refused;
+  }
+  EXPECT_GE(refused, 180) << "about 64 of 250 are held";
+  const auto rss_after = host_rss(host.pid());
+  const auto grew = rss_after > rss_before ? rss_after - rss_before : 0;
+  std::cout << "250 clients with 1 MiB unfinished lines: " << refused << " refused; host RSS grew "
+            << grew / 1e6 << " MB\n";
+  EXPECT_LT(grew, std::uint64_t{160} << 20);
+
+  RawClient long_line(host.socket());
+  clients.clear();
+  long_line.send_all(std::string(17 << 20, ' '));
+  EXPECT_THAT(long_line.read_line(), HasSubstr("request line longer than the limit of 16777216 bytes"));
+  EXPECT_EQ(host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:add"}, {"args", {1, 1}}})["value"], 2);
+}
+
+TEST(Serve, ConnectionsPastTheLimitAreAnsweredAndClosed) {
+  ServedHost host;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 260; ++i) clients.push_back(std::make_unique<RawClient>(host.socket()));
+  // The first 256 are served (a ps each answers); the last 4 are told why they are not.
+  for (int i = 256; i < 260; ++i) {
+    EXPECT_THAT(clients[i]->read_line(), HasSubstr("256 control connections (the limit)")) << i;
+  }
+  EXPECT_TRUE(clients[255]->send_all("{\"op\":\"ps\"}\n"));
+  EXPECT_THAT(clients[255]->read_line(), HasSubstr("\"ok\":true"));
+  clients.clear();
+  EXPECT_TRUE(host.ask({{"op", "ps"}})["ok"]);
+}
+
+TEST(Serve, AcceptingResumesAfterTheHostRanOutOfDescriptors) {
+  isohost::test_support::TempDir dir;
+  const auto log = dir.path + "/host.log";
+  ServedHost host("", "", log);
+  const auto open_now = test_support::directory_entries("/proc/" + std::to_string(host.pid()) + "/fd").size();
+  rlimit old{};
+  ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, nullptr, &old), 0);
+  const rlimit tight{open_now, old.rlim_max};  // the soft limit alone: no privilege needed
+  ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, &tight, nullptr), 0);
+  RawClient waiting(host.socket());  // queued by the kernel; the host's accept() gets EMFILE
+  ASSERT_TRUE(waiting.send_all("{\"op\":\"ps\"}\n"));
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {}).find("Too many open files") != std::string::npos;
+  }));
+  ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, &old, nullptr), 0);
+  EXPECT_THAT(waiting.read_line(), HasSubstr("\"ok\":true")) << "the queued client is served";
+  EXPECT_TRUE(host.ask({{"op", "ps"}})["ok"]);
 }
 
 }  // namespace
