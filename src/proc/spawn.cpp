@@ -1,6 +1,9 @@
 #include "proc/spawn.hpp"
 
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -8,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -57,6 +61,12 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
     (void)!::write(error_fd, &failure, sizeof failure);
     ::_exit(127);
   };
+  // Every signal is blocked (spawn() blocked them before the clone), so none of the host's
+  // handlers (CPython's wakeup-fd writer, say) can run here; they are reset before anything
+  // unblocks, and the mask is cleared only just before exec.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  }
   if (options.new_process_group && ::setpgid(0, 0) != 0) fail(kStageGroup);
   if (options.death_signal != 0) {
     if (::prctl(PR_SET_PDEATHSIG, options.death_signal) != 0) fail(kStageDeathSignal);
@@ -95,13 +105,45 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
-  }
   ::execve(program, argv, envp);
   fail(kStageExec);
   ::_exit(127);
 }
+
+// A child with fork's semantics whose pidfd comes from the same system call (clone3 with
+// CLONE_PIDFD, Linux 5.3): no moment exists when a SIGCHLD handler or waitpid(-1) elsewhere in an
+// embedding program could reap it and free its pid before the pidfd is open. Kernels without
+// clone3 get fork() and pidfd_open(). Returns the pid (0 in the child), or -1 with errno set.
+pid_t fork_with_pidfd(wire::UniqueFd& pidfd) {
+  int fd = -1;
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&fd);
+  args.exit_signal = SIGCHLD;
+  auto pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  if (pid < 0 && errno == ENOSYS) {
+    pid = ::fork();
+    if (pid > 0) fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  }
+  if (pid > 0) pidfd.reset(fd);
+  return pid;
+}
+
+// Blocks every signal of the calling thread for its lifetime, then restores the mask.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &saved_);
+  }
+  ~SignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_{};
+};
 
 }  // namespace
 
@@ -151,15 +193,18 @@ Child spawn(const SpawnOptions& options) {
   wire::UniqueFd error_read(error_pipe[0]);
   wire::UniqueFd error_write(error_pipe[1]);
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw SpawnError(std::string("fork: ") + std::strerror(errno), errno);
-  if (pid == 0) {
-    exec_child_async_signal_safe(options, program.c_str(), argv.data(), envp.data(),
-                                 error_write.get(), parent);
+  wire::UniqueFd pidfd;
+  pid_t pid;
+  {
+    const SignalsBlocked blocked;
+    pid = fork_with_pidfd(pidfd);
+    if (pid == 0) {
+      exec_child_async_signal_safe(options, program.c_str(), argv.data(), envp.data(),
+                                   error_write.get(), parent);
+    }
   }
+  if (pid < 0) throw SpawnError(std::string("clone3: ") + std::strerror(errno), errno);
   error_write.reset();
-  // The child cannot be reaped before we wait for it, so its pid is ours to open.
-  wire::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   ChildFailure failure{};
   ssize_t n;
   do {
@@ -176,7 +221,7 @@ Child spawn(const SpawnOptions& options) {
     const int error = errno;
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    throw SpawnError(std::string("pidfd_open: ") + std::strerror(error), error);
+    throw SpawnError(std::string("pidfd: ") + std::strerror(error), error);
   }
   return Child{pid, std::move(pidfd)};
 }
