@@ -59,6 +59,12 @@ def sleep(seconds):
     return seconds
 
 
+def busy_loop_marked(marker, seconds):
+    """busy_loop, creating the file `marker` first: a test waits for it to know the call runs."""
+    open(marker, "w").close()
+    return busy_loop(seconds)
+
+
 def busy_loop(seconds):
     """Spin in pure Python, holding the GIL as much as Python code ever does."""
     deadline = time.monotonic() + seconds
