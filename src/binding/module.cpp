@@ -37,7 +37,8 @@ std::string dump(const nlohmann::json& value) {
 }
 
 nlohmann::json parse_message(const std::string& text) {
-  if (wire::json_depth(text) > wire::kMaxJsonDepth) throw Error(ErrorKind::bad_request, wire::too_deep("the request"));
+  if (wire::json_depth(text) > wire::kMaxJsonDepth)
+    throw Error(ErrorKind::bad_request, wire::too_deep("the request"));
   auto message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded() || !message.is_object()) {
     throw Error(ErrorKind::bad_request, "a request must be a JSON object");

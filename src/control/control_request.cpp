@@ -40,7 +40,8 @@ nlohmann::json failure(const Error& error) { return {{"ok", false}, {"error", er
 void handle_request(pool::Pool& pool, const std::string& line,
                     const std::function<void(const nlohmann::json&)>& reply) {
   try {
-    if (wire::json_depth(line) > wire::kMaxJsonDepth) throw bad_request(wire::too_deep("the request"));
+    if (wire::json_depth(line) > wire::kMaxJsonDepth)
+      throw bad_request(wire::too_deep("the request"));
     const auto request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (request.is_discarded() || !request.is_object()) {
       throw bad_request("request is not a JSON object on one line");

@@ -90,12 +90,13 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     scanned_ = buffered.size();
     if (buffered.size() >= kMaxRequestBytes) {
-      refuse("request line longer than the limit of " + std::to_string(kMaxRequestBytes) + " bytes");
+      refuse("request line longer than the limit of " + std::to_string(kMaxRequestBytes) +
+             " bytes");
       return;
     }
     const auto room = std::min(kReadChunk, kMaxRequestBytes - buffered.size());
-    socket_.async_read_some(buffer_.prepare(room), [self = shared_from_this()](const asio::error_code& ec,
-                                                                                std::size_t n) {
+    socket_.async_read_some(buffer_.prepare(room), [self = shared_from_this()](
+                                                       const asio::error_code& ec, std::size_t n) {
       if (ec) return;  // the client went away
       self->buffer_.commit(n);
       self->books_->unfinished_bytes += n;
@@ -188,9 +189,10 @@ void ControlServer::accept() {
     accept_failing_ = false;
     auto session = std::make_shared<Session>(pool_, std::move(socket), books_);
     if (books_->connections > kMaxConnections) {
-      session->answer_and_close(failure(Error(
-          ErrorKind::bad_request, "the host already serves " + std::to_string(kMaxConnections) +
-                                      " control connections (the limit); try again when one closes")));
+      session->answer_and_close(
+          failure(Error(ErrorKind::bad_request,
+                        "the host already serves " + std::to_string(kMaxConnections) +
+                            " control connections (the limit); try again when one closes")));
     } else {
       session->start();
     }

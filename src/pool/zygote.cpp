@@ -125,7 +125,8 @@ void Zygote::refuse(const std::string& reason) {
   if (process_) process_->shutdown(std::chrono::seconds(1));
 }
 
-pid_t Zygote::new_child(const nlohmann::json& answer, std::uint64_t asked_at, wire::UniqueFd& pidfd) const {
+pid_t Zygote::new_child(const nlohmann::json& answer, std::uint64_t asked_at,
+                        wire::UniqueFd& pidfd) const {
   const auto field = answer.is_object() ? answer.find("pid") : answer.end();
   if (!answer.is_object() || field == answer.end() || !field->is_number_integer() || *field <= 0) {
     throw std::runtime_error("the zygote answered " + answer.dump() + ", not {\"pid\": N}");
@@ -134,7 +135,8 @@ pid_t Zygote::new_child(const nlohmann::json& answer, std::uint64_t asked_at, wi
   if (pid == process_->pid()) throw std::runtime_error("the zygote answered with its own pid");
   pidfd = proc::open_pidfd(pid);
   // Never adopt what we cannot reap: the zygote must have made the host the parent.
-  if (!proc::is_child(pidfd.get())) throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
+  if (!proc::is_child(pidfd.get()))
+    throw std::runtime_error(fmt::format("pid {} is not a child of the host", pid));
   // A child of the host that existed before the fork was asked for (another environment's
   // worker) is not this fork's child: adopting it would kill a healthy worker's group.
   if (probe::process_start_time(pid) < asked_at) {

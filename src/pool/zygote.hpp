@@ -89,7 +89,8 @@ class Zygote {
   // The pid in a fork answer, once it is shown to be the new child: a host's child (so it can
   // be reaped), not the zygote, and started after `asked_at` (probe::boot_clock_ticks()). Opens
   // its pidfd into `pidfd`. Throws std::runtime_error saying why not.
-  pid_t new_child(const nlohmann::json& answer, std::uint64_t asked_at, wire::UniqueFd& pidfd) const;
+  pid_t new_child(const nlohmann::json& answer, std::uint64_t asked_at,
+                  wire::UniqueFd& pidfd) const;
 
   void start();
   void on_ready(const worker::Error* error);

@@ -31,8 +31,8 @@ std::size_t json_depth(std::string_view text, std::size_t stop_after) {
 }
 
 std::string too_deep(std::string_view what) {
-  return std::string(what) + " nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
-         " levels deep (the limit)";
+  return std::string(what) + " nests arrays and objects more than " +
+         std::to_string(kMaxJsonDepth) + " levels deep (the limit)";
 }
 
 }  // namespace isohost::wire

@@ -25,11 +25,13 @@ const Json& required(const Json& body, const char* key) {
 
 void expect(bool ok, const char* key, const char* wanted, const Json& value) {
   if (!ok) {
-    throw WireError(std::string("hello's '") + key + "' must be " + wanted + ", not " + type_of(value));
+    throw WireError(std::string("hello's '") + key + "' must be " + wanted + ", not " +
+                    type_of(value));
   }
 }
 
-void check_optional(const Json& body, const char* key, bool (*ok)(const Json&), const char* wanted) {
+void check_optional(const Json& body, const char* key, bool (*ok)(const Json&),
+                    const char* wanted) {
   if (const auto it = body.find(key); it != body.end()) expect(ok(*it), key, wanted, *it);
 }
 
@@ -49,7 +51,8 @@ bool strings(const Json& v) {
 void check_hello(const Json& body) {
   const auto& op = required(body, "op");
   if (op != "hello") {
-    throw WireError("first message was " + (op.is_string() ? "'" + op.get<std::string>() + "'" : type_of(op)) +
+    throw WireError("first message was " +
+                    (op.is_string() ? "'" + op.get<std::string>() + "'" : type_of(op)) +
                     ", not hello");
   }
   const auto& protocol = required(body, "protocol");
@@ -60,7 +63,8 @@ void check_hello(const Json& body) {
   }
   const auto& pid = required(body, "pid");
   expect(pid.is_number_integer(), "pid", "an integer", pid);
-  if (pid.get<std::int64_t>() <= 0) throw WireError("hello's 'pid' is " + pid.dump() + ", not a process id");
+  if (pid.get<std::int64_t>() <= 0)
+    throw WireError("hello's 'pid' is " + pid.dump() + ", not a process id");
   check_optional(body, "env", string, "a string");
   check_optional(body, "python", string, "a string");
   check_optional(body, "executable", string, "a string");

@@ -13,8 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "proc/process_group.hpp"
-#include "worker/hello.hpp"
 #include "proc/spawn.hpp"
+#include "worker/hello.hpp"
 
 namespace isohost::worker {
 namespace {
@@ -71,7 +71,8 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
 std::string op_of(const nlohmann::json& body) {
   const auto it = body.find("op");
   if (it == body.end()) throw wire::WireError("frame without an 'op'");
-  if (!it->is_string()) throw wire::WireError("frame whose 'op' is " + it->dump() + ", not a string");
+  if (!it->is_string())
+    throw wire::WireError("frame whose 'op' is " + it->dump() + ", not a string");
   return it->get<std::string>();
 }
 
@@ -90,17 +91,20 @@ Outcome reply_outcome(const nlohmann::json& body, const std::string& what,
     return Outcome::success(value == body.end() ? nlohmann::json() : *value);
   }
   const auto error = body.find("error");
-  if (error == body.end() || !error->is_object()) throw wire::WireError("failed reply without an 'error' object");
+  if (error == body.end() || !error->is_object())
+    throw wire::WireError("failed reply without an 'error' object");
   for (const char* key : {"type", "message", "where"}) {
     const auto field = error->find(key);
     if (field != error->end() && !field->is_string()) {
-      throw wire::WireError(std::string("reply's error.") + key + " is " + field->type_name() + ", not a string");
+      throw wire::WireError(std::string("reply's error.") + key + " is " + field->type_name() +
+                            ", not a string");
     }
   }
   const auto type = error->value("type", std::string("Exception"));
   const auto message = error->value("message", std::string());
   return Outcome::failure(Error(kind_for_where(error->value("where", std::string("call"))),
-                                what + " raised " + type + (message.empty() ? "" : ": " + message), *error));
+                                what + " raised " + type + (message.empty() ? "" : ": " + message),
+                                *error));
 }
 
 bool is_hibernation_state(WorkerState state) {
@@ -268,8 +272,8 @@ void Worker::read_frames(Lane& lane) {
         } catch (const nlohmann::json::exception& e) {
           // A field of a type no check above foresaw: still the worker's error, never a silent
           // end of this lane's reading with its callers left waiting.
-          self->condemn(Error(ErrorKind::protocol_error, self->identity() +
-                                                             " sent a malformed frame: " + e.what()));
+          self->condemn(Error(ErrorKind::protocol_error,
+                              self->identity() + " sent a malformed frame: " + e.what()));
           return;
         } catch (const std::system_error& e) {
           // A worker that dies with our request unread resets the connection: that is an end,
@@ -293,8 +297,9 @@ void Worker::on_socket_closed(const Lane& lane) {
   stop_timer_.expires_after(options_.eof_grace);
   stop_timer_.async_wait([self = shared_from_this(), name = lane.name](const asio::error_code& e) {
     if (e || self->state_ == WorkerState::dead) return;
-    self->condemn(Error(ErrorKind::protocol_error,
-                        fmt::format("{} closed its {} socket but did not exit", self->identity(), name)));
+    self->condemn(
+        Error(ErrorKind::protocol_error,
+              fmt::format("{} closed its {} socket but did not exit", self->identity(), name)));
   });
 }
 
@@ -431,7 +436,8 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
     main_id_ = 0;
     call_timer_.cancel();
     interrupt_timer_.cancel();
-    if (state_ == WorkerState::busy) state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
+    if (state_ == WorkerState::busy)
+      state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
   } else {
     handler = std::move(side->second);
     side_handlers_.erase(side);

@@ -1,8 +1,9 @@
 // `isohost serve` as a user runs it: a real process, its control socket, and hard kills.
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -10,7 +11,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <linux/sockios.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -39,7 +39,8 @@ class ServedHost {
   // In `dir` when given (to share a socket path between hosts), else in a fresh directory.
   // `env_extra`: more lines for [env.a] (a zygote's preload, say).
   // `log`: a file for the host's stderr, for tests that wait for what it says.
-  explicit ServedHost(const std::string& dir = "", const std::string& env_extra = "", const std::string& log = "") {
+  explicit ServedHost(const std::string& dir = "", const std::string& env_extra = "",
+                      const std::string& log = "") {
     const std::string base = dir.empty() ? dir_.path : dir;
     config_ = base + "/isohost.toml";
     socket_ = base + "/control.sock";
@@ -297,7 +298,8 @@ TEST(Serve, AConfigThatIsNotAFileIsNamedWithWhatIsWrong) {
 // A client connection on the host's control socket, for tests that hold many open at once.
 class RawClient {
  public:
-  explicit RawClient(const std::string& socket_path) : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  explicit RawClient(const std::string& socket_path)
+      : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
@@ -344,7 +346,11 @@ TEST(Serve, JsonNestedAMillionDeepFromAClientIsABadRequest) {
   }
   // 1000 deep used to reach the worker, whose json module gave up (RecursionError, exit 3):
   // the client's bad input counted as the environment's crash.
-  EXPECT_EQ(host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:add"}, {"args", {1, 1}}})["value"], 2);
+  EXPECT_EQ(host.ask({{"op", "call"},
+                      {"env", "a"},
+                      {"target", "isohost_test_funcs:add"},
+                      {"args", {1, 1}}})["value"],
+            2);
   EXPECT_EQ(host.ask({{"op", "ps"}})["value"]["workers"][0]["generation"], 1) << "no worker died";
 }
 
@@ -368,12 +374,14 @@ TEST(Serve, UnfinishedLinesOfManyClientsAreBoundedAndTheHostServesOn) {
     ASSERT_TRUE(clients.back()->connected());
     clients.back()->send_all(R"({"op":"ps","pad":")" + mebibyte);
   }
-  for (auto& client : clients) ASSERT_TRUE(eventually([&] { return host_took_everything(client->fd()); }));
+  for (auto& client : clients)
+    ASSERT_TRUE(eventually([&] { return host_took_everything(client->fd()); }));
   int refused = 0;
   for (auto& client : clients) {
     pollfd p{.fd = client->fd(), .events = POLLIN, .revents = 0};
     if (::poll(&p, 1, 0) != 1) continue;  // held: nothing to read
-    EXPECT_THAT(client->read_line(), HasSubstr("bytes of unfinished request lines from its clients (the limit)"));
+    EXPECT_THAT(client->read_line(),
+                HasSubstr("bytes of unfinished request lines from its clients (the limit)"));
     ++refused;
   }
   EXPECT_GE(refused, 180) << "about 64 of 250 are held";
@@ -386,8 +394,13 @@ TEST(Serve, UnfinishedLinesOfManyClientsAreBoundedAndTheHostServesOn) {
   RawClient long_line(host.socket());
   clients.clear();
   long_line.send_all(std::string(17 << 20, ' '));
-  EXPECT_THAT(long_line.read_line(), HasSubstr("request line longer than the limit of 16777216 bytes"));
-  EXPECT_EQ(host.ask({{"op", "call"}, {"env", "a"}, {"target", "isohost_test_funcs:add"}, {"args", {1, 1}}})["value"], 2);
+  EXPECT_THAT(long_line.read_line(),
+              HasSubstr("request line longer than the limit of 16777216 bytes"));
+  EXPECT_EQ(host.ask({{"op", "call"},
+                      {"env", "a"},
+                      {"target", "isohost_test_funcs:add"},
+                      {"args", {1, 1}}})["value"],
+            2);
 }
 
 TEST(Serve, ConnectionsPastTheLimitAreAnsweredAndClosed) {
@@ -408,7 +421,8 @@ TEST(Serve, AcceptingResumesAfterTheHostRanOutOfDescriptors) {
   isohost::test_support::TempDir dir;
   const auto log = dir.path + "/host.log";
   ServedHost host("", "", log);
-  const auto open_now = test_support::directory_entries("/proc/" + std::to_string(host.pid()) + "/fd").size();
+  const auto open_now =
+      test_support::directory_entries("/proc/" + std::to_string(host.pid()) + "/fd").size();
   rlimit old{};
   ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, nullptr, &old), 0);
   const rlimit tight{open_now, old.rlim_max};  // the soft limit alone: no privilege needed
@@ -417,7 +431,8 @@ TEST(Serve, AcceptingResumesAfterTheHostRanOutOfDescriptors) {
   ASSERT_TRUE(waiting.send_all("{\"op\":\"ps\"}\n"));
   ASSERT_TRUE(eventually([&] {
     std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {}).find("Too many open files") != std::string::npos;
+    return std::string(std::istreambuf_iterator<char>(in), {}).find("Too many open files") !=
+           std::string::npos;
   }));
   ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, &old, nullptr), 0);
   EXPECT_THAT(waiting.read_line(), HasSubstr("\"ok\":true")) << "the queued client is served";

@@ -18,10 +18,10 @@
 namespace isohost::pool {
 namespace {
 
-using ::testing::HasSubstr;
 using test_support::call_error;
 using test_support::fixture_config;
 using test_support::fixture_env;
+using ::testing::HasSubstr;
 using worker::ErrorKind;
 using Clock = std::chrono::steady_clock;
 
@@ -55,7 +55,8 @@ struct Answer {
 };
 
 // Calls every fake environment at once; each call must fail.
-std::vector<Answer> call_all(Pool& pool, const std::vector<std::pair<std::string, std::string>>& modes) {
+std::vector<Answer> call_all(Pool& pool,
+                             const std::vector<std::pair<std::string, std::string>>& modes) {
   std::vector<std::future<nlohmann::json>> calls;
   const auto began = Clock::now();
   for (std::size_t i = 0; i < modes.size(); ++i) {
@@ -64,24 +65,29 @@ std::vector<Answer> call_all(Pool& pool, const std::vector<std::pair<std::string
   std::vector<Answer> answers;
   for (std::size_t i = 0; i < modes.size(); ++i) {
     auto error = call_error(std::move(calls[i]));
-    answers.push_back({modes[i].first, error,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began)});
+    answers.push_back(
+        {modes[i].first, error,
+         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began)});
   }
   return answers;
 }
 
-void expect_protocol_errors(Pool& pool, const std::vector<std::pair<std::string, std::string>>& modes) {
+void expect_protocol_errors(Pool& pool,
+                            const std::vector<std::pair<std::string, std::string>>& modes) {
   std::chrono::milliseconds slowest{0};
   for (const auto& answer : call_all(pool, modes)) {
-    EXPECT_EQ(answer.error.kind(), ErrorKind::protocol_error) << answer.mode << ": " << answer.error.what();
-    const auto wanted = std::find_if(modes.begin(), modes.end(), [&](auto& m) { return m.first == answer.mode; });
+    EXPECT_EQ(answer.error.kind(), ErrorKind::protocol_error)
+        << answer.mode << ": " << answer.error.what();
+    const auto wanted =
+        std::find_if(modes.begin(), modes.end(), [&](auto& m) { return m.first == answer.mode; });
     EXPECT_THAT(answer.error.what(), HasSubstr(wanted->second)) << answer.mode;
     slowest = std::max(slowest, answer.took);
   }
   // For the closing note of issue 13: every refusal arrives at once, not after a timeout.
   std::cout << modes.size() << " malformed peers answered with ProtocolError; slowest after "
             << slowest.count() << " ms\n";
-  EXPECT_EQ(pool.call("healthy", "isohost_test_funcs:add", {1, 2}).get(), 3) << "the host serves on";
+  EXPECT_EQ(pool.call("healthy", "isohost_test_funcs:add", {1, 2}).get(), 3)
+      << "the host serves on";
 }
 
 TEST(HostilePeer, HelloWithAnyFieldOfTheWrongTypeIsAProtocolError) {
@@ -108,10 +114,13 @@ TEST(HostilePeer, ReplyWithAnyFieldOfTheWrongTypeIsAProtocolError) {
   const std::vector<std::pair<std::string, std::string>> modes{
       {"reply:ok=\"yes\"", "reply without a boolean 'ok'"},
       {"reply:ok=null", "reply without a boolean 'ok'"},
-      {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":"boom"})", "without an 'error' object"},
+      {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":"boom"})",
+       "without an 'error' object"},
       {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":{"type":5}})", "error.type is number"},
-      {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":{"message":[1]}})", "error.message is array"},
-      {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":{"where":{}}})", "error.where is object"},
+      {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":{"message":[1]}})",
+       "error.message is array"},
+      {R"(reply_raw:{"op":"reply","id":ID,"ok":false,"error":{"where":{}}})",
+       "error.where is object"},
       {R"(reply_raw:{"op":"reply","id":"ID","ok":true})", "reply without an integer id"},
       {R"(reply_raw:{"op":"reply","id":999999,"ok":true})", "reply to unknown request id 999999"},
       {R"(reply_raw:{"op":5,"id":ID,"ok":true})", "'op' is 5, not a string"},
@@ -124,7 +133,8 @@ TEST(HostilePeer, ReplyWithAnyFieldOfTheWrongTypeIsAProtocolError) {
     Pool pool(hostile_config(modes));
     expect_protocol_errors(pool, modes);
   }
-  EXPECT_EQ(test_support::open_descriptor_count(), descriptors_before) << "the fakes' descriptors are all closed";
+  EXPECT_EQ(test_support::open_descriptor_count(), descriptors_before)
+      << "the fakes' descriptors are all closed";
 }
 
 TEST(HostilePeer, AWorkerThatClosesItsSideSocketMidCallIsNamed) {

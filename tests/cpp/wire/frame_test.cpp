@@ -112,7 +112,8 @@ TEST(Frame, MissingDescriptorsAreAProtocolError) {
 }
 
 std::vector<std::uint8_t> raw_frame(const std::string& body, std::uint32_t buffers = 0) {
-  auto bytes = header("ISOH", kProtocolVersion, 0, static_cast<std::uint32_t>(body.size()), buffers);
+  auto bytes =
+      header("ISOH", kProtocolVersion, 0, static_cast<std::uint32_t>(body.size()), buffers);
   bytes.insert(bytes.end(), body.begin(), body.end());
   return bytes;
 }
@@ -141,7 +142,8 @@ TEST(Frame, NestingBeyondTheLimitIsRefusedBeforeParsing) {
     deep.next();
     FAIL() << "a body nested a million deep was accepted";
   } catch (const WireError& e) {
-    EXPECT_NE(std::string(e.what()).find("more than 256 levels deep"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than 256 levels deep"), std::string::npos)
+        << e.what();
   }
   FrameReader one_over;
   one_over.append(raw_frame(nested(kMaxJsonDepth + 1)));
