@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "control/control_client.hpp"
@@ -389,7 +390,10 @@ TEST(Serve, UnfinishedLinesOfManyClientsAreBoundedAndTheHostServesOn) {
   const auto grew = rss_after > rss_before ? rss_after - rss_before : 0;
   std::cout << "250 clients with 1 MiB unfinished lines: " << refused << " refused; host RSS grew "
             << grew / 1e6 << " MB\n";
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // A sanitizer's allocator keeps freed memory in quarantine: RSS says nothing there.
   EXPECT_LT(grew, std::uint64_t{160} << 20);
+#endif
 
   RawClient long_line(host.socket());
   clients.clear();
@@ -418,14 +422,26 @@ TEST(Serve, ConnectionsPastTheLimitAreAnsweredAndClosed) {
 }
 
 TEST(Serve, AcceptingResumesAfterTheHostRanOutOfDescriptors) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer runtimes open files themselves (UBSan's vptr check reads /proc/self/maps):
+  // a host out of descriptors fails inside them first. The plain build runs this test.
+  GTEST_SKIP() << "a sanitized host cannot run out of descriptors cleanly";
+#endif
   isohost::test_support::TempDir dir;
   const auto log = dir.path + "/host.log";
   ServedHost host("", "", log);
-  const auto open_now =
-      test_support::directory_entries("/proc/" + std::to_string(host.pid()) + "/fd").size();
+  // The lowest descriptor number the host has free: the next it opens gets it, so a limit of
+  // that number makes its next accept() fail with EMFILE.
+  std::set<int> open_now;
+  for (const auto& name :
+       test_support::directory_entries("/proc/" + std::to_string(host.pid()) + "/fd")) {
+    open_now.insert(std::stoi(name));
+  }
+  rlim_t lowest_free = 0;
+  while (open_now.contains(static_cast<int>(lowest_free))) ++lowest_free;
   rlimit old{};
   ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, nullptr, &old), 0);
-  const rlimit tight{open_now, old.rlim_max};  // the soft limit alone: no privilege needed
+  const rlimit tight{lowest_free, old.rlim_max};  // the soft limit alone: no privilege needed
   ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, &tight, nullptr), 0);
   RawClient waiting(host.socket());  // queued by the kernel; the host's accept() gets EMFILE
   ASSERT_TRUE(waiting.send_all("{\"op\":\"ps\"}\n"));
@@ -433,7 +449,8 @@ TEST(Serve, AcceptingResumesAfterTheHostRanOutOfDescriptors) {
     std::ifstream in(log);
     return std::string(std::istreambuf_iterator<char>(in), {}).find("Too many open files") !=
            std::string::npos;
-  }));
+  })) << "the host's log:\n"
+      << std::string(std::istreambuf_iterator<char>(*std::make_unique<std::ifstream>(log)), {});
   ASSERT_EQ(::prlimit(host.pid(), RLIMIT_NOFILE, &old, nullptr), 0);
   EXPECT_THAT(waiting.read_line(), HasSubstr("\"ok\":true")) << "the queued client is served";
   EXPECT_TRUE(host.ask({{"op", "ps"}})["ok"]);

@@ -126,7 +126,10 @@ TEST(PoolBuffers, BuffersOfARefusedRequestAreClosed) {
   const auto outcome = outcome_of(pool, std::move(request));
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.error().kind(), ErrorKind::unknown_environment);
-  EXPECT_EQ(open_descriptor_count(), fds_before);
+  // Eventually: the pool's memory sampler may hold a /proc file open for a moment (seen under
+  // ASan); a memfd left open never closes, so this still fails.
+  EXPECT_TRUE(test_support::eventually([&] { return open_descriptor_count() == fds_before; }))
+      << open_descriptor_count() << " descriptors open, " << fds_before << " before";
 }
 
 }  // namespace
