@@ -152,6 +152,10 @@ TEST(Serve, MalformedControlRequestsGetNamedErrorsAndTheHostServesOn) {
       {"{\"op\": \"call\", \"env\": \"a\"}\n", "string field 'target'"},
       {"{\"op\": \"call\", \"env\": 3, \"target\": \"m:f\"}\n", "string field 'env'"},
       {"{\"op\": \"call\", \"env\": \"zz\", \"target\": \"m:f\"}\n", "UnknownEnvironment"},
+      {"{\"op\": \"call\", \"env\": \"a\", \"target\": \"m:f\", \"args\": \"x\"}\n",
+       "'args' must be a JSON array, not string"},
+      {"{\"op\": \"call\", \"env\": \"a\", \"target\": \"m:f\", \"kwargs\": [1]}\n",
+       "'kwargs' must be a JSON object, not array"},
   };
   for (const auto& [line, says] : cases) {
     const auto answer = raw_exchange(host.socket(), line);
