@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: setup build run test test-plain test-asan test-tsan test-python test-comfyui clean
+.PHONY: setup build run test test-plain test-asan test-tsan test-python test-comfyui test-fuzz fuzz clean
 
 setup:
 	@scripts/setup
@@ -19,7 +19,7 @@ build: setup
 run: build
 	$(BUILD)/isohost footprint
 
-test: test-plain test-python test-comfyui test-asan test-tsan
+test: test-plain test-python test-comfyui test-asan test-tsan test-fuzz
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 300
@@ -48,5 +48,24 @@ test-tsan: setup
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure --timeout 600
 
+# libFuzzer over what the host parses from peers (tests/fuzz): frames and control lines, each
+# for FUZZ_SECONDS from the corpus in the repo. New inputs and any crash go to a temporary
+# directory, named on failure; `make fuzz` runs ten minutes each.
+FUZZ_SECONDS ?= 30
+FUZZERS = frames request_line
+test-fuzz: setup
+	cmake -S tests/fuzz -B $(BUILD)-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+	cmake --build $(BUILD)-fuzz -j $(JOBS)
+	@out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; for f in $(FUZZERS); do \
+	  mkdir -p $$out/$$f; \
+	  $(BUILD)-fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(CURDIR)/$(BUILD)-fuzz/crash-$$f- $$out/$$f tests/fuzz/corpus/$$f \
+	    > $$out/$$f.log 2>&1 || { tail -40 $$out/$$f.log; exit 1; }; \
+	  echo "fuzz_$$f: $$(sed -n 's/stat::number_of_executed_units: *//p' $$out/$$f.log) runs in $(FUZZ_SECONDS) s, no crash"; \
+	done
+
+fuzz:
+	$(MAKE) test-fuzz FUZZ_SECONDS=600
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz
