@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -11,6 +12,7 @@
 
 #include "probe/probe_error.hpp"
 #include "probe/proc_stat.hpp"
+#include "wire/unique_fd.hpp"
 
 namespace isohost::proc {
 namespace {
@@ -74,14 +76,21 @@ std::vector<pid_t> sweep_orphaned_workers() {
     const std::string_view name(entry->d_name);
     auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
     if (ec != std::errc{} || ptr != name.data() + name.size() || pid == ::getpid()) continue;
+    // Held before anything is read: the checks below then read the process the signal goes
+    // to, or one that replaced it after it died, which the pidfd then refuses (ESRCH); a plain
+    // kill(pid) could hit a stranger that took a recycled pid.
+    const wire::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (!pidfd) continue;
     HostIdentity host;
     if (!worker_host(pid, host) || host_alive(host)) continue;
     struct stat st {};
     const std::string dir = "/proc/" + std::to_string(pid);
     if (::stat(dir.c_str(), &st) != 0 || st.st_uid != me) continue;
-    // A worker leads its own group; take whatever it started along with it.
+    // A worker leads its own group; take whatever it started along with it, while the leader
+    // is alive (so its group id cannot have been reused).
+    if (::syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) != 0) continue;
     if (::getpgid(pid) == pid) ::killpg(pid, SIGKILL);
-    ::kill(pid, SIGKILL);
+    ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
     swept.push_back(pid);
   }
   ::closedir(proc);
