@@ -82,7 +82,8 @@ class Host:
 
     def ps(self):
         answer = request(self.socket, {"op": "ps"})
-        assert answer["ok"], "ps: %s; the host's log:\n%s" % (answer, (self.dir / "host.log").read_text()[-3000:])
+        assert answer["ok"], "ps: %s; the host's exit status: %s; its log:\n%s" % (
+            answer, self.proc.poll(), (self.dir / "host.log").read_text()[-3000:])
         return answer["value"]
 
     def close(self):
