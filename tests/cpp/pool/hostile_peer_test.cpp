@@ -144,25 +144,9 @@ TEST(HostilePeer, AWorkerThatClosesItsSideSocketMidCallIsNamed) {
   expect_protocol_errors(pool, modes);
 }
 
-// A process of the host's that is no zygote's new child: what another environment's worker is.
-struct HostChild {
-  HostChild() : pid(::fork()) {
-    if (pid == 0) {
-      ::pause();
-      ::_exit(0);
-    }
-  }
-  ~HostChild() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  HostChild(const HostChild&) = delete;
-  HostChild& operator=(const HostChild&) = delete;
-  pid_t pid;
-};
-
 TEST(HostilePeer, AZygotesForkAnswerNamingAnotherProcessIsRefusedAndTheWorkerStartsFresh) {
-  HostChild victim;
+  // A process of the host's that is no zygote's new child: what another environment's worker is.
+  test_support::PausedChild victim;
   ::setenv("ISOHOST_FAKE_VICTIM", std::to_string(victim.pid).c_str(), 1);
   auto config = fixture_config({"healthy"});
   for (const std::string which : {"own", "env:ISOHOST_FAKE_VICTIM", "text"}) {

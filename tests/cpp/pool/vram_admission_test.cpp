@@ -23,23 +23,6 @@ using test_support::process_alive;
 using test_support::TempDir;
 using Json = nlohmann::json;
 
-// A live process that is not the host's: what another program on the card looks like.
-struct ForeignProcess {
-  ForeignProcess() : pid(::fork()) {
-    if (pid == 0) {
-      ::pause();
-      ::_exit(0);
-    }
-  }
-  ~ForeignProcess() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  ForeignProcess(const ForeignProcess&) = delete;
-  ForeignProcess& operator=(const ForeignProcess&) = delete;
-  pid_t pid;
-};
-
 class VramAdmission : public ::testing::Test {
  protected:
   // A card of `total_mib`, with `foreign_mib` held by a process isohost does not manage.
@@ -60,7 +43,8 @@ class VramAdmission : public ::testing::Test {
     return pool.call(env, "isohost_sim_vram:reserve", {mib, keep, wait_first}).get();
   }
 
-  ForeignProcess foreign;
+  // A live process that is not the host's: what another program on the card looks like.
+  test_support::PausedChild foreign;
   TempDir dir;
   std::string gpu = dir.path + "/gpu.json";
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -147,6 +148,18 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ignored;
   if (!path.empty()) std::filesystem::remove_all(path, ignored);
+}
+
+PausedChild::PausedChild() : pid(::fork()) {
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+}
+
+PausedChild::~PausedChild() {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
 }
 
 }  // namespace isohost::test_support

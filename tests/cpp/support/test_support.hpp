@@ -53,6 +53,16 @@ std::set<std::string> directory_entries(const std::string& dir);
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds limit = std::chrono::seconds(5));
 
+// A child of this process that only waits until it is killed (at destruction): a process on a
+// card isohost does not manage, or a host's child that no zygote forked.
+struct PausedChild {
+  PausedChild();
+  ~PausedChild();
+  PausedChild(const PausedChild&) = delete;
+  PausedChild& operator=(const PausedChild&) = delete;
+  pid_t pid;
+};
+
 // A fresh, empty temporary directory, removed by the caller's TempDir.
 struct TempDir {
   TempDir();
