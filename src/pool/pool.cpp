@@ -105,17 +105,18 @@ void sample_zygotes(MemorySampler& sampler, std::vector<ZygoteStatus>& zygotes) 
 nlohmann::json PoolStatus::to_json() const {
   auto workers_json = nlohmann::json::array();
   for (const auto& w : workers) {
-    nlohmann::json entry{{"env", w.env},
-                         {"pid", w.pid},
-                         {"generation", w.generation},
-                         {"state", w.state},
-                         {"idle_seconds", w.idle_seconds},
-                         {"calls", w.calls},
-                         {"python", w.hello.value("python", nlohmann::json())},
-                         {"torch", w.hello.value("torch", nlohmann::json())},
-                         {"origin", w.origin},
-                         {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid)
-                                                         : nlohmann::json()}};
+    nlohmann::json entry{
+        {"env", w.env},
+        {"pid", w.pid},
+        {"generation", w.generation},
+        {"state", w.state},
+        {"idle_seconds", w.idle_seconds},
+        {"calls", w.calls},
+        // A worker still starting has said no hello yet (null).
+        {"python", w.hello.is_object() ? w.hello.value("python", nlohmann::json()) : nullptr},
+        {"torch", w.hello.is_object() ? w.hello.value("torch", nlohmann::json()) : nullptr},
+        {"origin", w.origin},
+        {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid) : nlohmann::json()}};
     add_memory(entry, w.memory);
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
@@ -683,16 +684,19 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
       spdlog::warn("{} release of worker '{}' (pid {}, generation {}) failed: {}", why, name, pid, generation,
                    outcome.error().what());
     } else {
-      const auto& r = outcome.value();
+      // The worker's receipt is its own word: anything but an object counts as saying nothing.
+      const auto r = outcome.value().is_object() ? outcome.value() : nlohmann::json::object();
       const auto freed = [&r](const char* before, const char* after) {
         const auto b = r.value(before, nlohmann::json());
         const auto a = r.value(after, nlohmann::json());
         return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
       };
-      spdlog::info("{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
-                   "{:.1f} MiB of VRAM cache in {:.3f} s",
-                   why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
-                   freed("reserved_before", "reserved_after") / 1048576.0, r.value("seconds", 0.0));
+      spdlog::info(
+          "{} release of worker '{}' (pid {}, generation {}) gave back {:.1f} MB of RAM and "
+          "{:.1f} MiB of VRAM cache in {:.3f} s",
+          why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
+          freed("reserved_before", "reserved_after") / 1048576.0,
+          r.value("seconds", nlohmann::json()).is_number() ? r["seconds"].get<double>() : 0.0);
     }
     if (done) done();
   };

@@ -144,6 +144,21 @@ TEST(HostilePeer, AWorkerThatClosesItsSideSocketMidCallIsNamed) {
   expect_protocol_errors(pool, modes);
 }
 
+TEST(HostilePeer, PsAnswersWhileAWorkerHasNotSaidHello) {
+  // Found by the chaos suite: ps read the hello of a starting worker (null) and threw on the
+  // loop, so the ps was never answered.
+  Pool pool(hostile_config({{"silent", ""}}));
+  auto call = pool.call("fake0", "m:f");
+  ASSERT_TRUE(test_support::eventually([&] {
+    const auto workers = pool.status().get().workers;
+    return !workers.empty() && workers[0].state == "starting";
+  }));
+  auto status = pool.status_with_memory();
+  ASSERT_EQ(status.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "ps was never answered";
+  const auto ps = status.get().to_json();
+  EXPECT_TRUE(ps["workers"][0]["python"].is_null()) << ps.dump();
+}
+
 TEST(HostilePeer, AZygotesForkAnswerNamingAnotherProcessIsRefusedAndTheWorkerStartsFresh) {
   // A process of the host's that is no zygote's new child: what another environment's worker is.
   test_support::PausedChild victim;
