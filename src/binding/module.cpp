@@ -155,9 +155,7 @@ py::list take_asks(PendingCall& pending) {
 
 // `reply_text`: {"ok": true, "value": V} or {"ok": false, "error": {"type", "message"}}.
 void answer(PendingCall& pending, std::uint64_t token, const std::string& reply_text) {
-  auto reply = wire::json_depth(reply_text) > wire::kMaxJsonDepth
-                   ? nlohmann::json(nlohmann::json::value_t::discarded)
-                   : nlohmann::json::parse(reply_text, nullptr, /*allow_exceptions=*/false);
+  auto reply = wire::parse_within_depth(reply_text);
   if (reply.is_discarded() || !reply.is_object()) {
     reply = {{"ok", false},
              {"error",

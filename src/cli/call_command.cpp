@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "control/control_client.hpp"
 #include "pool/pool.hpp"
+#include "wire/json_depth.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -17,11 +18,12 @@ struct CallOptions {
 };
 
 nlohmann::json parse_json_option(const std::string& text, const char* name, bool want_array) {
-  auto value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto value = wire::parse_within_depth(text);
   if (value.is_discarded() || (want_array ? !value.is_array() : !value.is_object())) {
     throw worker::Error(worker::ErrorKind::bad_request,
-                        std::string("--") + name + " must be a JSON " +
-                            (want_array ? "array" : "object") + ", got: " + text);
+                        std::string("--") + name + " must be a JSON " + (want_array ? "array" : "object") +
+                            " nested at most " + std::to_string(wire::kMaxJsonDepth) +
+                            " deep, got: " + text.substr(0, 200));
   }
   return value;
 }

@@ -35,9 +35,7 @@ nlohmann::json send_control_request(const std::string& socket_path, const nlohma
   }
   std::string line(asio::buffers_begin(buffer.data()),
                    asio::buffers_begin(buffer.data()) + static_cast<std::ptrdiff_t>(n));
-  const auto reply = wire::json_depth(line) > wire::kMaxJsonDepth
-                         ? nlohmann::json(nlohmann::json::value_t::discarded)
-                         : nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const auto reply = wire::parse_within_depth(line);
   if (reply.is_discarded() || !reply.is_object()) {
     throw Error(ErrorKind::control_error, "the host answered with something that is not JSON");
   }

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 namespace isohost::wire {
 
 // Arrays and objects inside one another; well below what Python's json module takes (about 900
@@ -22,6 +24,10 @@ inline constexpr std::size_t kMaxJsonDepth = 256;
 // or `stop_after` as soon as that depth is reached: the scan ends there. Malformed text is
 // measured as far as it goes; the parser that follows names what is wrong with it.
 std::size_t json_depth(std::string_view text, std::size_t stop_after = kMaxJsonDepth + 1);
+
+// `text` parsed, or a discarded value (is_discarded()) when it is not JSON or nests deeper than
+// kMaxJsonDepth: for callers that answer both the same way.
+nlohmann::json parse_within_depth(std::string_view text);
 
 // The refusal each caller raises: "<what> nests arrays and objects more than 256 levels deep
 // (the limit)".
