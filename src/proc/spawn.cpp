@@ -112,8 +112,8 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 
 // A child with fork's semantics whose pidfd comes from the same system call (clone3 with
 // CLONE_PIDFD, Linux 5.3): no moment exists when a SIGCHLD handler or waitpid(-1) elsewhere in an
-// embedding program could reap it and free its pid before the pidfd is open. Kernels without
-// clone3 get fork() and pidfd_open(). Returns the pid (0 in the child), or -1 with errno set.
+// embedding program could reap it and free its pid before the pidfd is open. Where clone3 is
+// missing or filtered out, fork() and pidfd_open(). Returns the pid (0 in the child), or -1 with errno set.
 pid_t fork_with_pidfd(wire::UniqueFd& pidfd) {
   int fd = -1;
   clone_args args{};
@@ -121,7 +121,8 @@ pid_t fork_with_pidfd(wire::UniqueFd& pidfd) {
   args.pidfd = reinterpret_cast<std::uint64_t>(&fd);
   args.exit_signal = SIGCHLD;
   auto pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-  if (pid < 0 && errno == ENOSYS) {
+  // ENOSYS: a kernel before 5.3; EPERM: a container's seccomp filter that refuses clone3.
+  if (pid < 0 && (errno == ENOSYS || errno == EPERM)) {
     pid = ::fork();
     if (pid > 0) fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   }
