@@ -13,6 +13,7 @@
 
 #include <toml++/toml.h>
 
+#include "wire/unique_fd.hpp"
 #include "worker/error.hpp"
 
 namespace isohost::pool {
@@ -321,18 +322,6 @@ std::string errno_text(int error) {
   return error == ENOENT ? "no such file" : std::strerror(error);
 }
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() { ::close(fd_); }
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 std::string read_config_file(const std::string& path) {
   if (path.find('\0') != std::string::npos) {
     throw file_error(path, "the path contains a NUL character");
@@ -342,9 +331,8 @@ std::string read_config_file(const std::string& path) {
   check_file(path, st);
   // O_NONBLOCK: should the path become a FIFO between stat and open, open does not wait for a
   // writer. The descriptor is checked again, as it is what is read.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw file_error(path, errno_text(errno));
-  const FileDescriptor file(fd);
+  const wire::UniqueFd file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!file) throw file_error(path, errno_text(errno));
   if (::fstat(file.get(), &st) != 0) throw file_error(path, errno_text(errno));
   check_file(path, st);
   std::string text;

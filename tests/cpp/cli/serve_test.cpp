@@ -95,22 +95,50 @@ class ServedHost {
   proc::Child child_;
 };
 
+// A client connection on the host's control socket, for tests that hold many open at once.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& socket_path)
+      : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
+    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    // A host that never answers fails the test instead of hanging it.
+    const timeval limit{.tv_sec = 20, .tv_usec = 0};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  [[nodiscard]] bool connected() const { return connected_; }
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  // False once the host has closed the connection.
+  bool send_all(const std::string& bytes) {
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+      const auto n = ::send(fd_.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  // The host's answer line, or "" when it closed the connection without one.
+  std::string read_line() {
+    std::string answer;
+    char c;
+    while (::read(fd_.get(), &c, 1) == 1 && c != '\n') answer += c;
+    return answer;
+  }
+
+ private:
+  wire::UniqueFd fd_;
+  bool connected_ = false;
+};
+
 // Sends one raw line and reads the answer line, for requests the typed client cannot make.
 std::string raw_exchange(const std::string& socket_path, const std::string& line) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return "connect failed: " + std::string(std::strerror(errno));
-  }
-  (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL);  // a refusing host may close first
-  std::string answer;
-  char c;
-  while (::read(fd, &c, 1) == 1 && c != '\n') answer += c;
-  ::close(fd);
-  return answer;
+  RawClient client(socket_path);
+  if (!client.connected()) return "connect failed: " + std::string(std::strerror(errno));
+  client.send_all(line);  // a refusing host may close first
+  return client.read_line();
 }
 
 TEST(Serve, AnswersCallsPsReleaseReapAndShutdown) {
@@ -299,44 +327,6 @@ TEST(Serve, AConfigThatIsNotAFileIsNamedWithWhatIsWrong) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir.path + "/control.sock"));
 }
-
-// A client connection on the host's control socket, for tests that hold many open at once.
-class RawClient {
- public:
-  explicit RawClient(const std::string& socket_path)
-      : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_path.c_str());
-    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    // A host that never answers fails the test instead of hanging it.
-    const timeval limit{.tv_sec = 20, .tv_usec = 0};
-    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  }
-  [[nodiscard]] bool connected() const { return connected_; }
-  [[nodiscard]] int fd() const { return fd_.get(); }
-  // False once the host has closed the connection.
-  bool send_all(const std::string& bytes) {
-    std::size_t sent = 0;
-    while (sent < bytes.size()) {
-      const auto n = ::send(fd_.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-  // The host's answer line, or "" when it closed the connection without one.
-  std::string read_line() {
-    std::string answer;
-    char c;
-    while (::read(fd_.get(), &c, 1) == 1 && c != '\n') answer += c;
-    return answer;
-  }
-
- private:
-  wire::UniqueFd fd_;
-  bool connected_ = false;
-};
 
 std::uint64_t host_rss(pid_t pid) { return probe::read_rss_counters(pid).rss; }
 
