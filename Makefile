@@ -25,11 +25,13 @@ test-plain: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 300
 
 # The worker runtime alone, then the Python host API (the isohost package built in $(BUILD)),
-# then chaos over real `serve` hosts (tests/chaos: random kill -9s, about a minute).
+# then chaos over real `serve` hosts (tests/chaos: random kill -9s, about a minute), then the
+# live view (tests/live: `top` in tmux, a real Prometheus scraping, the page in Chromium).
 test-python: build
 	$(PYTHON) -m pytest tests/python -q
 	ISOHOST_BUILD_PYTHON=$(abspath $(BUILD))/python $(PYTHON) -m pytest tests/python_host -q
 	ISOHOST_BINARY=$(abspath $(BUILD))/isohost $(PYTHON) -m pytest tests/chaos -q -s
+	ISOHOST_BINARY=$(abspath $(BUILD))/isohost $(PYTHON) -m pytest tests/live -q
 
 # A real ComfyUI on 127.0.0.1 with the adapter (docs/comfyui.md), in the virtual environments
 # scripts/comfyui-envs makes from PyPI (ComfyUI's requirements; the isolated pack's numpy 1.26).
