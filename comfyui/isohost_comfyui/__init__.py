@@ -40,11 +40,13 @@ import nodes  # noqa: E402
 
 import isohost  # noqa: E402
 
-from . import bridge, catalog, settings as settings_module, standins  # noqa: E402
+from . import bridge, catalog, settings as settings_module, standins, status_route  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
 
 NODE_CLASS_MAPPINGS = {}
 NODE_DISPLAY_NAME_MAPPINGS = {}
+# The side panel (web/isohost_panel.js), which ComfyUI's front end loads from here.
+WEB_DIRECTORY = "./web"
 
 _log = logging.getLogger("isohost")
 # ComfyUI's code (comfy, folder_paths, node_helpers, comfy_extras), which every worker imports
@@ -126,10 +128,14 @@ def _start():
         settings = settings_module.load(path, _COMFYUI_ROOT)
     except settings_module.SettingsError as e:
         _log.error("isohost: no isolated packs loaded: %s", e)
+        status_route.SOURCE.unavailable("no isolated packs loaded: %s" % e)
         return
     host = _make_host(settings)
     if host is None:
+        status_route.SOURCE.unavailable("no isolated packs loaded: isohost refused %s (ComfyUI's "
+                                        "log says why)" % path)
         return
+    status_route.SOURCE.started(host, list(settings.host_config.get("env", {})), settings.packs)
     atexit.register(host.close)
     runner = standins.Runner(host, worker_settings(settings.host_config.get("env", {})),
                              settings.interrupt_grace_seconds)
@@ -149,3 +155,4 @@ def _start():
 
 
 _start()
+status_route.serve()

@@ -50,7 +50,7 @@ def isolated_config(base, envs, host=None, comfyui=None):
 
 
 def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyui=None,
-                 env=None):
+                 env=None, args=()):
     root, _ = comfy_tree
     base.mkdir(parents=True, exist_ok=True)
     if envs is not None:
@@ -60,7 +60,7 @@ def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyu
     write_test_image(base / "input" / IMAGE_FILE)
     return ComfyServer(root, base, COMFY_PYTHON, custom_nodes,
                        env=dict(_COMFY_ENV, ISOHOST_PYTHONPATH=str(BUILD_PYTHON), **(env or {})),
-                       cpu=DEVICE == "cpu")
+                       args=args, cpu=DEVICE == "cpu")
 
 
 @pytest.fixture
