@@ -10,7 +10,21 @@ namespace {
 using pool::Request;
 using worker::Error;
 
+// `metrics` is asked every second by each view (top, the page, a Prometheus scrape): its memory
+// figures may be this old, so views never walk the workers' smaps_rollup more than once a second
+// between them.
+constexpr std::chrono::milliseconds kMetricsSampleAge{1000};
+
 nlohmann::json success(nlohmann::json value) { return {{"ok", true}, {"value", std::move(value)}}; }
+
+nlohmann::json metrics_json(const pool::PoolMetrics& metrics) {
+  nlohmann::json envs = nlohmann::json::object();
+  for (const auto& [name, env] : metrics.envs) envs[name] = env.to_json(metrics.taken_at);
+  return {{"status", metrics.status.to_json()},
+          {"sample_age_seconds", metrics.sample_age_seconds},
+          {"uptime_seconds", metrics.uptime_seconds},
+          {"envs", std::move(envs)}};
+}
 
 Request::Kind env_request_kind(const std::string& op) {
   if (op == "call") return Request::Kind::call;
@@ -36,6 +50,9 @@ void handle_request(pool::Pool& pool, const std::string& line,
   if (request.op == "ps") {
     pool.status_with_memory_on_loop(
         [reply](const pool::PoolStatus& status) { reply(success(status.to_json())); });
+  } else if (request.op == "metrics") {
+    pool.metrics_on_loop(kMetricsSampleAge,
+                         [reply](const pool::PoolMetrics& metrics) { reply(success(metrics_json(metrics))); });
   } else if (request.op == "shutdown") {
     reply(success({{"shutting_down", true}}));
     // After the answer is queued, so the client hears it before the socket goes.

@@ -50,7 +50,7 @@ RequestLine parse_request_line(const std::string& line) {
     for (const char* op : kRequestOps) known += (known.empty() ? "" : ", ") + std::string(op);
     throw bad_request("unknown op '" + out.op + "'; known: " + known);
   }
-  if (out.op == "ps" || out.op == "shutdown") return out;
+  if (out.op == "ps" || out.op == "metrics" || out.op == "shutdown") return out;
   out.env = required_string(request, "env");
   if (out.op == "call") {
     out.target = required_string(request, "target");

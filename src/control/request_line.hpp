@@ -23,7 +23,7 @@ struct RequestLine {
 };
 
 // The ops a client may send, in the order the unknown-op error lists them.
-inline constexpr const char* kRequestOps[] = {"call", "ps",        "release", "reap",
+inline constexpr const char* kRequestOps[] = {"call", "ps",   "metrics",  "release", "reap",
                                               "hibernate", "wake", "shutdown"};
 
 // Throws worker::Error(bad_request) naming what is wrong: not one JSON object, nested deeper

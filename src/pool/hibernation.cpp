@@ -156,6 +156,8 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
   }
   w->mark_hibernated();
   record.seconds = outcome.seconds;
+  ++slot.metrics.hibernations;
+  slot.metrics.hibernate_seconds.observe(outcome.seconds);
   slot.hibernation = record;
   spdlog::info(
       "hibernated {}: {} of VRAM moved into its host RAM (RSS +{}) in {:.3f} s (lock {:.1f} ms, "
@@ -282,6 +284,8 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
   slot.hibernation.reset();
   w->mark_awake();
   w->query("woken", [](Outcome) {});
+  ++slot.metrics.wakes;
+  slot.metrics.wake_seconds.observe(outcome.seconds);
   spdlog::info(
       "woke {}: {} of VRAM restored from its host RAM (RSS -{}) in {:.3f} s (restore {:.0f} ms, "
       "unlock {:.1f} ms)",

@@ -333,6 +333,8 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     } catch (const probe::ProbeError&) {
     }
     status.snapshot = make_snapshot(status, config_.host, grants_.outstanding(), Clock::now());
+    recent_memory_ = status;
+    recent_memory_at_ = Clock::now();
     gather->done(std::move(status));
   };
   gather->timer->async_wait([finish](const asio::error_code& ec) {
@@ -350,6 +352,44 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     });
   }
   finish(false);
+}
+
+void Pool::status_with_recent_memory_on_loop(std::chrono::milliseconds max_age,
+                                             std::function<void(PoolStatus)> done) {
+  if (!recent_memory_ || Clock::now() - recent_memory_at_ > max_age) {
+    status_with_memory_on_loop(std::move(done));
+    return;
+  }
+  auto status = status_on_loop();
+  const auto& sample = *recent_memory_;
+  for (auto& w : status.workers) {
+    const auto it = std::find_if(sample.workers.begin(), sample.workers.end(),
+                                 [&w](const WorkerStatus& s) { return s.pid == w.pid; });
+    if (it == sample.workers.end()) continue;
+    w.memory = it->memory;
+    w.report = it->report;
+  }
+  for (auto& z : status.zygotes) {
+    const auto it = std::find_if(sample.zygotes.begin(), sample.zygotes.end(),
+                                 [&z](const ZygoteStatus& s) { return s.pid == z.pid; });
+    if (it != sample.zygotes.end() && z.pid > 0) z.memory = it->memory;
+  }
+  status.host_memory = sample.host_memory;
+  status.devices = sample.devices;
+  status.gpu_unavailable_reason = sample.gpu_unavailable_reason;
+  status.system_memory = sample.system_memory;
+  status.snapshot = sample.snapshot;
+  done(std::move(status));
+}
+
+void Pool::metrics_on_loop(std::chrono::milliseconds max_age, std::function<void(PoolMetrics)> done) {
+  status_with_recent_memory_on_loop(max_age, [this, done = std::move(done)](PoolStatus status) {
+    PoolMetrics metrics{.status = std::move(status), .taken_at = Clock::now()};
+    metrics.sample_age_seconds = std::chrono::duration<double>(metrics.taken_at - recent_memory_at_).count();
+    metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - started_at_).count();
+    for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
+    done(std::move(metrics));
+  });
 }
 
 void Pool::submit_on_loop(Request request, Handler handler) {
@@ -501,9 +541,16 @@ void Pool::dispatch(Slot& slot, Pending pending) {
   slot.ticket_in_flight = request.ticket;
   w->request(
       std::move(message), timeout, what,
-      [this, &slot, w, kind = request.kind, ticket = request.ticket,
+      [this, &slot, w, kind = request.kind, ticket = request.ticket, sent = Clock::now(),
        handler = std::move(pending.handler)](Outcome outcome) {
         if (slot.ticket_in_flight == ticket) slot.ticket_in_flight = 0;
+        if (kind == Request::Kind::call) {
+          ++slot.metrics.calls;
+          if (!outcome.ok()) ++slot.metrics.call_errors;
+          slot.metrics.call_seconds.observe(std::chrono::duration<double>(Clock::now() - sent).count());
+        } else if (outcome.ok()) {
+          ++slot.metrics.releases;
+        }
         // A worker that answered, even with the function's exception, is healthy.
         if (w->state() == WorkerState::ready || w->state() == WorkerState::busy) {
           slot.backoff.record_success();
@@ -562,6 +609,9 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
               fail_queue(slot, *error);
             } else {
               slot.idle_since = Clock::now();
+              ++slot.metrics.starts;
+              slot.metrics.start_seconds.observe(
+                  std::chrono::duration<double>(slot.idle_since - slot.worker->spawned_at()).count());
               try {
                 slot.pss_at_ready = probe::read_footprint(slot.worker->pid()).pss;
               } catch (const probe::ProbeError&) {
@@ -616,7 +666,10 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     slot.hibernation.reset();
     slot.wake_admitting = false;  // an admission for its wake finds it gone and moves on
   }
-  if (!report.expected) slot.backoff.record_failure(Clock::now(), report.reason);
+  if (!report.expected) {
+    slot.backoff.record_failure(Clock::now(), report.reason);
+    ++slot.metrics.crashes;
+  }
   std::erase(live_, w);
   if (shutting_down_) {
     finish_shutdown_if_done();
@@ -634,6 +687,7 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   slot.hibernate_timer->cancel();
   slot.hibernation.reset();
   slot.wake_admitting = false;
+  ++slot.metrics.reaps;
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
                w->generation(), reason);
   w->shutdown(config_.host.shutdown_grace);

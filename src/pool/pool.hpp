@@ -39,6 +39,7 @@
 #include "pool/memory_sampler.hpp"
 #include "probe/meminfo.hpp"
 #include "wire/shared_fds.hpp"
+#include "pool/env_metrics.hpp"
 #include "pool/zygote.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
@@ -118,6 +119,18 @@ struct PoolStatus {
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
+// The pool's state for the live view (`isohost top`, the metrics endpoint, the page): the status
+// with memory from a recent sample, and what each environment has done since the host started.
+struct PoolMetrics {
+  PoolStatus status;
+  // How old the memory figures are: a scrape walks no smaps_rollup younger than its max_age.
+  double sample_age_seconds = 0;
+  double uptime_seconds = 0;
+  // Every configured environment, whether or not a worker runs.
+  std::map<std::string, EnvMetrics> envs;
+  std::chrono::steady_clock::time_point taken_at;
+};
+
 // What a caller asks of an environment's worker.
 struct Request {
   enum class Kind {
@@ -194,6 +207,12 @@ class Pool {
   // lane (answered even mid-call), then measures RAM and VRAM from outside.
   void status_with_memory_on_loop(std::function<void(PoolStatus)> done);
   std::future<PoolStatus> status_with_memory();
+  // The status as it is now, with the memory of the last sample if it is at most `max_age` old
+  // (workers matched by pid; one started since shows none), else with a fresh one. For views
+  // that ask every second: each sample walks every worker's smaps_rollup on this thread.
+  void status_with_recent_memory_on_loop(std::chrono::milliseconds max_age,
+                                         std::function<void(PoolStatus)> done);
+  void metrics_on_loop(std::chrono::milliseconds max_age, std::function<void(PoolMetrics)> done);
   // Runs on the loop when shutdown completes (the control server closes its socket here).
   void on_stopped(std::function<void()> hook);
 
@@ -271,6 +290,8 @@ class Pool {
     std::optional<Clock::time_point> start_began;
     std::string origin = "spawn";
     pid_t zygote_pid = -1;
+    // Kept across worker generations, for the live view.
+    EnvMetrics metrics;
   };
 
   void pump(Slot& slot);
@@ -331,6 +352,8 @@ class Pool {
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                       const worker::ExitReport& report);
   void finish_shutdown_if_done();
+  // Admission made room in `slot`'s environment for `for_env` (the live view shows it).
+  static void note_admission_step(Slot& slot, const char* action, const std::string& for_env);
   [[nodiscard]] std::chrono::milliseconds call_timeout(const Slot& slot) const;
 
   Config config_;
@@ -347,6 +370,10 @@ class Pool {
   std::vector<std::function<void()>> stopped_hooks_;
   // Opened on first use, on the loop thread.
   std::unique_ptr<MemorySampler> sampler_;
+  // The last status with memory and when it was taken (status_with_recent_memory_on_loop).
+  std::optional<PoolStatus> recent_memory_;
+  Clock::time_point recent_memory_at_;
+  Clock::time_point started_at_ = Clock::now();
   // VRAM promised to workers and not yet seen in use.
   memory::GrantBook grants_;
   std::deque<std::shared_ptr<Admission>> admissions_;

@@ -207,12 +207,14 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
     const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
     switch (step.kind) {
       case memory::StepKind::release:
+        note_admission_step(slot, "released", job->env);
         ++*releases;
         job->steps_done.push_back("released '" + step.worker_id + "'");
         job->made_room = std::max(job->made_room, memory::AdmissionOutcome::release_then_grant);
         release(slot, why, [releases] { --*releases; });
         break;
       case memory::StepKind::reap:
+        note_admission_step(slot, "reaped", job->env);
         job->steps_done.push_back("reaped '" + step.worker_id + "'");
         job->made_room = std::max(job->made_room, memory::AdmissionOutcome::reap_then_grant);
         reaped.push_back(slot.worker);
@@ -220,9 +222,10 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
         break;
       case memory::StepKind::hibernate:
         ++*releases;
-        hibernate_on_loop(step.worker_id, [job, releases, env = step.worker_id](Outcome outcome) {
+        hibernate_on_loop(step.worker_id, [this, job, releases, env = step.worker_id](Outcome outcome) {
           --*releases;
           if (outcome.ok() && outcome.value().value("hibernated", false)) {
+            note_admission_step(slots_.at(env), "hibernated", job->env);
             job->steps_done.push_back("hibernated '" + env + "'");
             job->made_room = std::max(job->made_room, memory::AdmissionOutcome::hibernate_then_grant);
           } else {
@@ -258,6 +261,10 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
   (*poll)();
 }
 
+void Pool::note_admission_step(Slot& slot, const char* action, const std::string& for_env) {
+  slot.metrics.last_admission = AdmissionAction{.action = action, .for_env = for_env, .at = Clock::now()};
+}
+
 void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {
   const bool granted = plan.outcome == memory::AdmissionOutcome::grant;
   const auto outcome = granted ? job->made_room : memory::AdmissionOutcome::refuse;
@@ -274,6 +281,7 @@ void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory:
                  to_mib(job->bytes), job->device, job->env, purpose,
                  done.empty() ? "" : " after it " + done, waited, explanation);
   } else {
+    if (auto it = slots_.find(job->env); it != slots_.end()) ++it->second.metrics.refusals;
     spdlog::warn("admission refused {} MiB on GPU {} to '{}'{}{}: {}", to_mib(job->bytes),
                  job->device, job->env, purpose, done.empty() ? "" : " though it " + done,
                  explanation);
