@@ -51,8 +51,9 @@ void handle_request(pool::Pool& pool, const std::string& line,
     pool.status_with_memory_on_loop(
         [reply](const pool::PoolStatus& status) { reply(success(status.to_json())); });
   } else if (request.op == "metrics") {
-    pool.metrics_on_loop(kMetricsSampleAge,
-                         [reply](const pool::PoolMetrics& metrics) { reply(success(metrics_json(metrics))); });
+    pool.metrics_on_loop(kMetricsSampleAge, [reply](const pool::PoolMetrics& metrics) {
+      reply(success(metrics_json(metrics)));
+    });
   } else if (request.op == "shutdown") {
     reply(success({{"shutting_down", true}}));
     // After the answer is queued, so the client hears it before the socket goes.

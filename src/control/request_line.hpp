@@ -23,8 +23,8 @@ struct RequestLine {
 };
 
 // The ops a client may send, in the order the unknown-op error lists them.
-inline constexpr const char* kRequestOps[] = {"call", "ps",   "metrics",  "release", "reap",
-                                              "hibernate", "wake", "shutdown"};
+inline constexpr const char* kRequestOps[] = {"call", "ps",        "metrics", "release",
+                                              "reap", "hibernate", "wake",    "shutdown"};
 
 // Throws worker::Error(bad_request) naming what is wrong: not one JSON object, nested deeper
 // than wire::kMaxJsonDepth, an unknown op, a missing or non-string `op`, `env` or `target`,

@@ -21,9 +21,8 @@ class DurationHistogram {
  public:
   // From half a millisecond (a warm call's trip) to two minutes (a cold start of torch, a
   // hibernation of a large model through the driver).
-  static constexpr std::array<double, 16> kBounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                  0.05,   0.1,   0.25,   0.5,   1,    2.5,
-                                                  5,      10,    30,     120};
+  static constexpr std::array<double, 16> kBounds{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120};
 
   // A negative or non-finite figure is a bug upstream; it is counted as zero, never dropped,
   // so the count still matches the counter beside it.
@@ -54,7 +53,7 @@ struct EnvMetrics {
   std::uint64_t releases = 0;
   std::uint64_t hibernations = 0;
   std::uint64_t wakes = 0;
-  std::uint64_t reaps = 0;  // workers retired: asked, idle, RAM pressure or admission
+  std::uint64_t reaps = 0;     // workers retired: asked, idle, RAM pressure or admission
   std::uint64_t refusals = 0;  // VRAM admissions refused to this environment
   DurationHistogram call_seconds;
   DurationHistogram start_seconds;  // from spawn or fork to hello

@@ -382,10 +382,12 @@ void Pool::status_with_recent_memory_on_loop(std::chrono::milliseconds max_age,
   done(std::move(status));
 }
 
-void Pool::metrics_on_loop(std::chrono::milliseconds max_age, std::function<void(PoolMetrics)> done) {
+void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
+                           std::function<void(PoolMetrics)> done) {
   status_with_recent_memory_on_loop(max_age, [this, done = std::move(done)](PoolStatus status) {
     PoolMetrics metrics{.status = std::move(status), .taken_at = Clock::now()};
-    metrics.sample_age_seconds = std::chrono::duration<double>(metrics.taken_at - recent_memory_at_).count();
+    metrics.sample_age_seconds =
+        std::chrono::duration<double>(metrics.taken_at - recent_memory_at_).count();
     metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - started_at_).count();
     for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
     done(std::move(metrics));
@@ -547,7 +549,8 @@ void Pool::dispatch(Slot& slot, Pending pending) {
         if (kind == Request::Kind::call) {
           ++slot.metrics.calls;
           if (!outcome.ok()) ++slot.metrics.call_errors;
-          slot.metrics.call_seconds.observe(std::chrono::duration<double>(Clock::now() - sent).count());
+          slot.metrics.call_seconds.observe(
+              std::chrono::duration<double>(Clock::now() - sent).count());
         } else if (outcome.ok()) {
           ++slot.metrics.releases;
         }
@@ -611,7 +614,8 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
               slot.idle_since = Clock::now();
               ++slot.metrics.starts;
               slot.metrics.start_seconds.observe(
-                  std::chrono::duration<double>(slot.idle_since - slot.worker->spawned_at()).count());
+                  std::chrono::duration<double>(slot.idle_since - slot.worker->spawned_at())
+                      .count());
               try {
                 slot.pss_at_ready = probe::read_footprint(slot.worker->pid()).pss;
               } catch (const probe::ProbeError&) {

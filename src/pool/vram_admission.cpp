@@ -222,7 +222,8 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
         break;
       case memory::StepKind::hibernate:
         ++*releases;
-        hibernate_on_loop(step.worker_id, [this, job, releases, env = step.worker_id](Outcome outcome) {
+        hibernate_on_loop(step.worker_id, [this, job, releases,
+                                           env = step.worker_id](Outcome outcome) {
           --*releases;
           if (outcome.ok() && outcome.value().value("hibernated", false)) {
             note_admission_step(slots_.at(env), "hibernated", job->env);
@@ -262,7 +263,8 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
 }
 
 void Pool::note_admission_step(Slot& slot, const char* action, const std::string& for_env) {
-  slot.metrics.last_admission = AdmissionAction{.action = action, .for_env = for_env, .at = Clock::now()};
+  slot.metrics.last_admission =
+      AdmissionAction{.action = action, .for_env = for_env, .at = Clock::now()};
 }
 
 void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {

@@ -74,7 +74,7 @@ TEST(PoolMetrics, CountsCallsErrorsStartsCrashesReleasesAndReapsPerEnvironment) 
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:add", {1, 1}).get(), 2);
   call_error(pool.call("a", "isohost_test_funcs:raises", {"no"}));
   call_error(pool.call("a", "isohost_test_funcs:crash_with_code", {3}));  // a crash mid-call
-  pool.call("a", "isohost_test_funcs:pid").get();                       // generation 2
+  pool.call("a", "isohost_test_funcs:pid").get();                         // generation 2
   pool.submit(Request{Request::Kind::release, "a"}).get();
   pool.submit(Request{Request::Kind::reap, "a"}).get();
 
