@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/progress_line.hpp"
+
 namespace isohost::bench {
 
 std::optional<double> Figure::ratio() const {
@@ -20,6 +22,7 @@ nlohmann::json Figure::to_json() const {
 }
 
 Figure summarize(std::string name, std::string unit, std::vector<double>& samples) {
+  cli::note_progress("measured " + name);
   Figure f{std::move(name), std::move(unit)};
   if (samples.empty()) return f;
   std::sort(samples.begin(), samples.end());

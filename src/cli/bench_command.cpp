@@ -3,6 +3,7 @@
 #include "benchmarks.hpp"
 #include "cli/commands.hpp"
 #include "cli/default_python.hpp"
+#include "cli/progress_line.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -38,6 +39,8 @@ void add_bench_command(CLI::App& app, Commands& commands) {
                          "comfyui" / "bin" / "python")
                             .string();
     }
+    ProgressLine progress("bench " + options->name);
+    progress.show("starting");
     bench::BenchOptions bench_options{
         .python = options->python.empty() ? default_python() : options->python,
         .rounds = options->rounds,

@@ -4,9 +4,12 @@
 #include <iostream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "cli/commands.hpp"
 #include "cli/default_python.hpp"
 #include "cli/footprint_report.hpp"
+#include "cli/progress_line.hpp"
 #include "pool/memory_sampler.hpp"
 #include "pool/pool.hpp"
 
@@ -85,6 +88,7 @@ class StageRunner {
       // A later stage needs the earlier ones' state: run them, report only what was asked.
       const bool needed = wanted || needed_by_later(key, selected);
       if (!needed) continue;
+      note_progress(fmt::format("stage {} ({})", key, spec.name));
       StageFigures figures{.key = key, .name = spec.name};
       if (key == "bare") {
         figures.seconds = startup;
@@ -191,6 +195,7 @@ class StageRunner {
 // N workers on one interpreter, each importing torch (and opening a context where a GPU is).
 void measure_workers(const std::string& python, const std::string& mode, int count,
                      pool::MemorySampler& sampler, FootprintReport& report) {
+  note_progress(fmt::format("{} workers importing torch", count));
   pool::Pool pool(footprint_config(python, mode, count), {.sweep_orphans = false});
   std::vector<std::future<nlohmann::json>> imports;
   for (int i = 1; i <= count; ++i) {
@@ -240,7 +245,11 @@ int run_footprint(const FootprintOptions& o) {
   if (o.module_loading != "eager") modes.emplace_back("LAZY");
   if (o.module_loading != "lazy") modes.emplace_back("EAGER");
   std::vector<FootprintReport> reports;
-  for (const auto& mode : modes) reports.push_back(measure(o, python, mode));
+  ProgressLine progress("footprint");
+  for (const auto& mode : modes) {
+    progress.show("starting a worker on " + python + " (CUDA_MODULE_LOADING=" + mode + ")");
+    reports.push_back(measure(o, python, mode));
+  }
   if (o.json) {
     if (reports.size() == 1) {
       std::cout << reports[0].to_json().dump(2) << std::endl;
