@@ -4,6 +4,7 @@ directory. Teardown shuts the host down and checks that none of its processes is
 
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -42,6 +43,14 @@ def wait_for(predicate, limit=30, what="the condition"):
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %s s waiting for %s" % (limit, what))
         time.sleep(0.01)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a program that must be given
+    one, like Prometheus; our own listeners take port 0 instead)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def children_of(pid):
@@ -86,6 +95,15 @@ class ServedHost:
             return request(self.socket, {"op": "ps"}, timeout=5)["ok"]
         except (FileNotFoundError, ConnectionRefusedError):
             return False
+
+    def wait_log(self, pattern, limit=30):
+        """The first match of the regular expression `pattern` in the host's log, once written."""
+        def found():
+            if self.proc.poll() is not None:
+                raise AssertionError("the host exited with %s; its log:\n%s" % (
+                    self.proc.returncode, self.log_path.read_text()[-3000:]))
+            return re.search(pattern, self.log_path.read_text())
+        return wait_for(found, limit, "%r in %s" % (pattern, self.log_path))
 
     def ask(self, op, **fields):
         answer = request(self.socket, dict(fields, op=op))
