@@ -20,6 +20,7 @@ void add_serve_command(CLI::App& app, Commands& commands);
 void add_control_commands(CLI::App& app, Commands& commands);  // ps, release, reap, shutdown
 void add_bench_command(CLI::App& app, Commands& commands);
 void add_footprint_command(CLI::App& app, Commands& commands);
+void add_top_command(CLI::App& app, Commands& commands);  // the live view
 
 // Exit codes shared by the subcommands.
 inline constexpr int kExitFailure = 1;  // the request failed: the error is on stderr

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   add_control_commands(app, commands);
   add_bench_command(app, commands);
   add_footprint_command(app, commands);
+  add_top_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
