@@ -23,6 +23,7 @@ nlohmann::json metrics_json(const pool::PoolMetrics& metrics) {
   return {{"status", metrics.status.to_json()},
           {"sample_age_seconds", metrics.sample_age_seconds},
           {"uptime_seconds", metrics.uptime_seconds},
+          {"ram_sweeps", metrics.ram_sweeps},
           {"envs", std::move(envs)}};
 }
 

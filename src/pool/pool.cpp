@@ -389,9 +389,19 @@ void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
     metrics.sample_age_seconds =
         std::chrono::duration<double>(metrics.taken_at - recent_memory_at_).count();
     metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - started_at_).count();
+    metrics.ram_sweeps = ram_sweeps_;
     for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
     done(std::move(metrics));
   });
+}
+
+std::future<PoolMetrics> Pool::metrics(std::chrono::milliseconds max_age) {
+  auto promise = std::make_shared<std::promise<PoolMetrics>>();
+  auto future = promise->get_future();
+  asio::post(io_, [this, promise, max_age] {
+    metrics_on_loop(max_age, [promise](PoolMetrics m) { promise->set_value(std::move(m)); });
+  });
+  return future;
 }
 
 void Pool::submit_on_loop(Request request, Handler handler) {

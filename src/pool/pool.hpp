@@ -126,6 +126,8 @@ struct PoolMetrics {
   // How old the memory figures are: a scrape walks no smaps_rollup younger than its max_age.
   double sample_age_seconds = 0;
   double uptime_seconds = 0;
+  // RAM pressure sweeps done (ram_budget_mb or ram_floor_mb set), whatever they found.
+  std::uint64_t ram_sweeps = 0;
   // Every configured environment, whether or not a worker runs.
   std::map<std::string, EnvMetrics> envs;
   std::chrono::steady_clock::time_point taken_at;
@@ -213,6 +215,7 @@ class Pool {
   void status_with_recent_memory_on_loop(std::chrono::milliseconds max_age,
                                          std::function<void(PoolStatus)> done);
   void metrics_on_loop(std::chrono::milliseconds max_age, std::function<void(PoolMetrics)> done);
+  std::future<PoolMetrics> metrics(std::chrono::milliseconds max_age);
   // Runs on the loop when shutdown completes (the control server closes its socket here).
   void on_stopped(std::function<void()> hook);
 
@@ -374,6 +377,7 @@ class Pool {
   std::optional<PoolStatus> recent_memory_;
   Clock::time_point recent_memory_at_;
   Clock::time_point started_at_ = Clock::now();
+  std::uint64_t ram_sweeps_ = 0;
   // VRAM promised to workers and not yet seen in use.
   memory::GrantBook grants_;
   std::deque<std::shared_ptr<Admission>> admissions_;

@@ -24,6 +24,7 @@ void Pool::arm_pressure_check() {
     } catch (const std::exception& e) {
       spdlog::warn("RAM pressure sweep skipped: {}", e.what());
     }
+    ++ram_sweeps_;
   });
 }
 

@@ -7,8 +7,6 @@
 #include <future>
 #include <limits>
 
-#include <asio/post.hpp>
-
 #include "pool/env_metrics.hpp"
 #include "pool/pool.hpp"
 #include "support/test_support.hpp"
@@ -61,11 +59,7 @@ TEST(EnvMetrics, TheLastAdmissionStepSaysWhatForWhomAndHowLongAgo) {
 }
 
 PoolMetrics metrics_of(Pool& pool, std::chrono::milliseconds max_age) {
-  std::promise<PoolMetrics> promise;
-  asio::post(pool.io(), [&] {
-    pool.metrics_on_loop(max_age, [&promise](PoolMetrics m) { promise.set_value(std::move(m)); });
-  });
-  return promise.get_future().get();
+  return pool.metrics(max_age).get();
 }
 
 TEST(PoolMetrics, CountsCallsErrorsStartsCrashesReleasesAndReapsPerEnvironment) {

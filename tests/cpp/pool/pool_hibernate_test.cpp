@@ -366,10 +366,13 @@ TEST_F(Hibernate, AnIdleWorkerIsHibernatedOnItsTimerOncePerIdleSpell) {
 TEST_F(Hibernate, ALockRefusedOnTheTimerIsNotRetriedInTheSameIdleSpell) {
   auto config = fixture_config({"g"});
   config.host.idle_hibernate = 100ms;
+  // The idle spell ends with the reap: a retry within it would come before.
+  config.host.idle_reap = 1500ms;
   auto pool = make_pool("lock=600", config);
+  const pid_t pid = pool->call("g", "isohost_test_funcs:pid").get();
   pool->call("g", kContext).get();
   ASSERT_TRUE(eventually([&] { return cuda_.calls().find("lock") != std::string::npos; }));
-  std::this_thread::sleep_for(500ms);  // what must not happen: more attempts; nothing to wait on
+  ASSERT_TRUE(eventually([&] { return !process_alive(pid); }, 10s));
   const auto calls = cuda_.calls();
   size_t locks = 0;
   for (size_t at = calls.find("lock"); at != std::string::npos; at = calls.find("lock", at + 1))

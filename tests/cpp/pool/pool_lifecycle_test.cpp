@@ -145,7 +145,9 @@ TEST(PoolLifecycle, RamBudgetReapsTheLargestIdleWorkerOnly) {
   pool.call("large", "isohost_test_funcs:allocate_mb", {100}).get();
   const pid_t small = pool.call("small", "isohost_test_funcs:pid").get();
   EXPECT_TRUE(eventually([&] { return !process_alive(large); }, 5s)) << "the large idle worker is reaped";
-  std::this_thread::sleep_for(300ms);  // three more sweeps, all within the budget
+  // Three more sweeps, all within the budget.
+  const auto sweeps = pool.metrics(0ms).get().ram_sweeps;
+  ASSERT_TRUE(eventually([&] { return pool.metrics(1h).get().ram_sweeps >= sweeps + 3; }, 5s));
   EXPECT_TRUE(process_alive(small)) << "reaping stops once the budget holds";
   EXPECT_EQ(pool.call("small", "isohost_test_funcs:pid").get(), small);
   EXPECT_NE(pool.call("large", "isohost_test_funcs:pid").get(), large) << "the next call cold-starts";
