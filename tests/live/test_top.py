@@ -3,7 +3,9 @@ screen read back; the plain frame through a pipe; and a host that is not there."
 
 import json
 import os
+import socket as sockets
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -147,6 +149,54 @@ def test_plain_frame_through_a_pipe(served_host):
         row = line_with(out.stdout, str(pid), "ready")
         assert row is not None and row.startswith("a "), out.stdout
         assert "GPU: none" in out.stdout or "GPU 0" in out.stdout
+
+
+class OldHost:
+    """A host from before the metrics op, on its own socket: it answers `metrics` as such a host
+    did (unknown op) and `ps` with a real host's answer."""
+
+    def __init__(self, path, ps_value):
+        self.ps_value = ps_value
+        self.asked = []
+        self.listener = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+        self.listener.bind(str(path))
+        self.listener.listen()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            with connection, connection.makefile("rwb") as stream:
+                op = json.loads(stream.readline())["op"]
+                self.asked.append(op)
+                if op == "ps":
+                    answer = {"ok": True, "value": self.ps_value}
+                else:
+                    answer = {"ok": False, "error": {
+                        "kind": "BadRequest", "message": "unknown op '%s'; known: ps, call" % op}}
+                stream.write((json.dumps(answer) + "\n").encode())
+
+    def close(self):
+        self.listener.close()
+
+
+def test_plain_frame_from_a_host_without_the_metrics_op(served_host, tmp_path):
+    host = served_host()
+    pid = host.call("isohost_test_funcs:pid")
+    old = OldHost(tmp_path / "old.sock", host.ask("ps"))
+    try:
+        out = subprocess.run([str(BINARY), "top", "--once", "--socket", str(tmp_path / "old.sock")],
+                             capture_output=True, text=True, timeout=30)
+    finally:
+        old.close()
+    assert out.returncode == 0, out.stderr
+    assert old.asked == ["metrics", "ps"]
+    assert line_with(out.stdout, str(pid), "ready") is not None, out.stdout
+    assert " up " not in out.stdout.splitlines()[0]  # ps gives no uptime
 
 
 def test_no_host_is_a_clear_error(tmp_path):
