@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
+
 #include <asio/streambuf.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
@@ -39,11 +41,16 @@ void clear_stale_socket(const std::string& path) {
 // Bytes asked of the socket per read.
 constexpr std::size_t kReadChunk = 64u << 10;
 
+class Session;
+
 }  // namespace
 
 struct ConnectionBooks {
   std::size_t connections = 0;
   std::size_t unfinished_bytes = 0;
+  // Open connections, so that stopping the server ends them: a client that keeps its connection
+  // open must not keep a host that was told to shut down alive.
+  std::set<Session*> open;
 };
 
 namespace {
@@ -54,10 +61,12 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(pool::Pool& pool, stream_protocol::socket socket, std::shared_ptr<ConnectionBooks> books)
       : pool_(pool), socket_(std::move(socket)), books_(std::move(books)) {
     ++books_->connections;
+    books_->open.insert(this);
   }
   ~Session() {
     --books_->connections;
     books_->unfinished_bytes -= buffer_.size();
+    books_->open.erase(this);
   }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -78,6 +87,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void answer_and_close(const nlohmann::json& reply) { write(reply, /*then_close=*/true); }
+
+  // Reads no more: the pending read ends (end of file) and the session with it, once the
+  // answers already being written have gone out.
+  void stop_reading() {
+    asio::error_code ignored;
+    socket_.shutdown(stream_protocol::socket::shutdown_receive, ignored);
+  }
 
  private:
   // Answers a complete line if one is buffered, else reads more, within the limits.
@@ -176,6 +192,7 @@ void ControlServer::stop() {
   acceptor_.close(ignored);
   accept_retry_.cancel();
   ::unlink(path_.c_str());
+  for (auto* session : books_->open) session->stop_reading();
 }
 
 void ControlServer::accept() {

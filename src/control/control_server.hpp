@@ -34,6 +34,8 @@ class ControlServer {
 
   // Must run on the pool's loop thread.
   void start();
+  // Closes the socket and removes its file; each open connection reads no more and ends once
+  // its answers are written, so an idle client cannot keep a stopped host alive.
   void stop();
 
   [[nodiscard]] const std::string& path() const { return path_; }

@@ -171,6 +171,23 @@ TEST(Serve, AnswersCallsPsReleaseReapAndShutdown) {
   EXPECT_NE(::access(host.socket().c_str(), F_OK), 0) << "the socket file is removed";
 }
 
+TEST(Serve, ShutdownEndsTheHostThoughClientsKeepTheirConnectionsOpen) {
+  ServedHost host;
+  RawClient idle(host.socket());
+  ASSERT_TRUE(idle.connected());
+  RawClient after_a_call(host.socket());
+  ASSERT_TRUE(
+      after_a_call.send_all(R"({"op":"call","env":"a","target":"operator:add","args":[1,2]})"
+                            "\n"));
+  EXPECT_EQ(nlohmann::json::parse(after_a_call.read_line())["value"], 3);
+  EXPECT_TRUE(host.ask({{"op", "shutdown"}})["ok"]);
+  // Before, the host waited for both clients to hang up.
+  ASSERT_TRUE(eventually([&] { return !process_alive(host.pid()); }, 10s))
+      << "the host still runs while clients hold their connections open";
+  EXPECT_EQ(host.reap().describe(), "exited with code 0");
+  EXPECT_EQ(idle.read_line(), "") << "the idle connection is closed, with nothing sent";
+}
+
 TEST(Serve, MalformedControlRequestsGetNamedErrorsAndTheHostServesOn) {
   ServedHost host;
   const std::pair<std::string, std::string> cases[] = {
