@@ -145,6 +145,9 @@ nlohmann::json PoolStatus::to_json() const {
     out["devices"] = devices_json(*this);
     if (devices.empty()) out["gpu"] = gpu_unavailable_reason;
   }
+  if (system_memory) {
+    out["system_memory"] = {{"total", system_memory->total}, {"available", system_memory->available}};
+  }
   return out;
 }
 

@@ -94,6 +94,9 @@ TEST(PoolMetrics, AViewReusesARecentMemorySampleButShowsTheWorkersAsTheyAreNow) 
   const auto sampled = metrics_of(pool, 0ms);
   ASSERT_EQ(sampled.status.workers.size(), 1U);
   ASSERT_TRUE(sampled.status.workers[0].memory);
+  // The machine's RAM travels with the sample, for the views' bars.
+  const auto machine = sampled.status.to_json()["system_memory"];
+  EXPECT_GT(machine["total"].get<std::uint64_t>(), machine["available"].get<std::uint64_t>());
 
   // Within the hour the sample is reused: the same figures, and their age grows.
   const auto reused = metrics_of(pool, 1h);
