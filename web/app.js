@@ -14,6 +14,7 @@ const state = { history: [], lastT: 0, capacity: 600, interval: 1 };
 
 function isNum(v) { return typeof v === "number" && isFinite(v); }
 function mb(bytes) { return isNum(bytes) ? (bytes / MB).toFixed(1) + " MB" : "–"; }
+function gb(bytes) { return isNum(bytes) ? (bytes / 1e9).toFixed(1) + " GB" : "–"; }
 function mib(bytes) { return isNum(bytes) ? (bytes / MIB).toFixed(0) + " MiB" : "–"; }
 function seconds(s) {
   if (!isNum(s)) return "–";
@@ -133,8 +134,8 @@ function drawRam(status) {
     segments.push({ value: host.pss, color: "#495057", label: "host: " + mb(host.pss) });
     const other = Math.max(0, sys.total - sys.available - ours);
     segments.push({ value: other, color: "var(--other)", label: "other processes and the kernel: " + mb(other) });
-    barRow(machine, "machine", mb(sys.total), segments, sys.total,
-           mb(ours) + " isohost, " + mb(sys.available) + " available",
+    barRow(machine, "machine", gb(sys.total), segments, sys.total,
+           mb(ours) + " ours, " + gb(sys.available) + " free",
            { id: "ram-machine-bar", "data-total": sys.total, "data-available": sys.available }, true);
   }
   const rows = workers.map(w => ({ kind: "worker", p: w }))

@@ -27,7 +27,7 @@ class StatusHistory {
   // A sample taken at `unix_seconds`: it becomes the latest, and its point joins the history.
   void record(nlohmann::json metrics, double unix_seconds);
   // A sample that failed: the latest answer stays (the page shows it as stale, with the reason),
-  // and no point is added, so the time series shows the gap.
+  // and no point is added for that second.
   void record_failure(std::string reason, double unix_seconds);
 
   // {"latest": answer or null, "latest_at": t or null, "error": reason or null, "error_at",

@@ -129,6 +129,10 @@ def test_the_page_shows_what_ps_shows(served_host, tmp_path):
         assert dom.workers[pids[env]]["vram"] == (mib * MIB, "%d MiB" % mib)
     assert dom.ids["host-pid"] is not None and str(ps["host"]["pid"]) in dom_text
     assert "hidden" in dom.ids["status-error"]
+    # The machine's RAM (MemTotal does not move) and the card, as ps gives them.
+    assert dom.ids["ram-machine-bar"]["data-total"] == str(ps["system_memory"]["total"])
+    (device,) = ps["devices"]
+    assert 'data-device="0"' in dom_text and 'data-total="%d"' % device["total"] in dom_text
 
     shot = tmp_path / "page.png"
     chromium(tmp_path / "profile", "--virtual-time-budget=4000", "--hide-scrollbars",
