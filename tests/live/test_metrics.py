@@ -234,6 +234,17 @@ def test_sigkill_of_the_host_leaves_no_isohost_web(served_host):
              "isohost-web (pid %d) to end with its host" % sidecar)
 
 
+def test_the_pool_serves_on_when_isohost_web_dies(served_host):
+    host = served_host(["--metrics", "127.0.0.1:0"])
+    metrics_url(host)
+    sidecar = sidecar_of(host)
+    os.kill(sidecar, signal.SIGKILL)
+    host.wait_log(r"isohost-web \(pid %d\), the live view's server, killed by SIGKILL: "
+                  r"/metrics and the page are gone; the pool serves on" % sidecar)
+    assert not os.path.exists("/proc/%d" % sidecar)  # reaped by the host
+    assert host.call("isohost_test_funcs:echo", 5) == 5
+
+
 def test_clean_shutdown_ends_isohost_web(served_host):
     host = served_host(["--metrics", "127.0.0.1:0"])
     metrics_url(host)
