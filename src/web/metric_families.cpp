@@ -21,12 +21,13 @@ using Labels = std::vector<ClientMetric::Label>;
 constexpr std::array<const char*, 7> kWorkerStates{"starting",    "ready",      "busy",  "stopping",
                                                    "hibernating", "hibernated", "waking"};
 
-struct CounterField {
-  const char* key;  // in the answer's envs.NAME
+// A family made from one field of each environment in the `metrics` answer.
+struct EnvField {
+  const char* key;  // in envs.NAME (counters) or envs.NAME.histograms (histograms)
   const char* name;
   const char* help;
 };
-constexpr std::array<CounterField, 9> kCounters{{
+constexpr std::array<EnvField, 9> kCounters{{
     {"calls", "isohost_calls_total", "Calls answered by a worker, with a value or an error."},
     {"call_errors", "isohost_call_errors_total",
      "Calls that failed: raised, crashed or timed out."},
@@ -40,12 +41,7 @@ constexpr std::array<CounterField, 9> kCounters{{
     {"refusals", "isohost_admission_refusals_total", "VRAM admissions refused."},
 }};
 
-struct HistogramField {
-  const char* key;  // in the answer's envs.NAME.histograms
-  const char* name;
-  const char* help;
-};
-constexpr std::array<HistogramField, 4> kHistograms{{
+constexpr std::array<EnvField, 4> kHistograms{{
     {"call_seconds", "isohost_call_duration_seconds", "Time of a call, as its caller waited."},
     {"start_seconds", "isohost_worker_start_duration_seconds",
      "Time from spawn or fork to a worker's hello."},
