@@ -324,6 +324,12 @@ def test_the_panel_shows_the_workers_in_comfyuis_page(server, worker_pid, chromi
     segments = chromium.evaluate("""Array.from(document.querySelectorAll(
         '#isohost-ram-bar rect')).map(r => r.dataset.segment)""")
     assert "tests (%d)" % worker_pid in segments and "available" in segments
+    # The history: the panel's own samples, a line each for the workers' PSS and VRAM.
+    chromium.wait_for("Number(document.querySelector('#isohost-history')?.dataset.points) >= 2",
+                      "the panel's history of two samples")
+    peak = chromium.evaluate(
+        "Number(document.querySelector('#isohost-history-chart polyline[data-series=pss]').dataset.peak)")
+    assert peak >= sum(w["pss"] for w in by_env(answer).values()) - PSS_MARGIN
 
     png = base64.b64decode(chromium.send("Page.captureScreenshot", format="png")["data"])
     (tmp_path / "comfyui-panel.png").write_bytes(png)

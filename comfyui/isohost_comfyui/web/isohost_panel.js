@@ -12,6 +12,8 @@ import { api } from "../../scripts/api.js";
 
 const ROUTE = "/isohost/status";
 const POLL_MS = 1000;
+// The history the panel draws: its own samples while it is open, one a second, ten minutes.
+const HISTORY_POINTS = 600;
 const SVG_NS = "http://www.w3.org/2000/svg";
 // One colour per environment, in the configuration's order.
 const PALETTE = ["#4e9af1", "#f1a34e", "#5cc98b", "#d36ad6", "#e8d44d", "#4ed1d1", "#f16a6a",
@@ -119,6 +121,7 @@ class Panel {
     this.stopped = false;
     this.timer = null;
     this.colors = new Map();
+    this.history = [];  // {t, pss, vram}: the isolated workers' totals per sample
     this.root = el("div", { class: "isohost-panel", id: "isohost-panel" });
     this.status = el("div", { class: "isohost-note", id: "isohost-status",
       "data-available": "unknown" }, "asking the pool...");
@@ -161,8 +164,13 @@ class Panel {
       : `no view: ${s.reason}`;
     const workers = s.workers ?? [];
     const zygotes = s.zygotes ?? [];
+    if (s.available) {
+      this.history.push({ t: s.sampled_at, pss: sum(workers.map((w) => w.pss)) + sum(zygotes.map((z) => z.pss)),
+        vram: (s.devices ?? []).length ? sum(workers.map((w) => w.vram)) : null });
+      if (this.history.length > HISTORY_POINTS) this.history.shift();
+    }
     const parts = [this.ramSection(s, workers, zygotes), this.vramSection(s, workers),
-      this.workersSection(workers, s), this.zygotesSection(zygotes)];
+      this.historySection(), this.workersSection(workers, s), this.zygotesSection(zygotes)];
     this.body.replaceChildren(...parts.filter(Boolean));
   }
 
@@ -274,6 +282,45 @@ class Panel {
     section.append(el("div", { class: "isohost-table" },
       el("table", { id: "isohost-workers-table" }, el("thead", {}, head), el("tbody", {}, ...rows))));
     return section;
+  }
+
+  // The isolated workers' PSS and VRAM over the samples this panel has taken, each line on its
+  // own scale (its peak is printed beside it).
+  historySection() {
+    if (this.history.length < 2) return null;
+    const first = this.history[0].t;
+    const span = Math.max(1, this.history[this.history.length - 1].t - first);
+    const line = (key, color) => {
+      const peak = Math.max(...this.history.map((h) => (isNumber(h[key]) ? h[key] : 0)), 1);
+      const points = this.history.map((h) =>
+        `${(((h.t - first) / span) * 1000).toFixed(1)},${(40 - ((h[key] ?? 0) / peak) * 38).toFixed(1)}`);
+      const path = document.createElementNS(SVG_NS, "polyline");
+      path.setAttribute("points", points.join(" "));
+      path.setAttribute("fill", "none");
+      path.setAttribute("stroke", color);
+      path.setAttribute("stroke-width", "2");
+      path.setAttribute("vector-effect", "non-scaling-stroke");
+      path.setAttribute("data-series", key);
+      path.setAttribute("data-peak", peak);
+      return { path, peak };
+    };
+    const pss = line("pss", "#4e9af1");
+    // Without a GPU view there is no VRAM to draw.
+    const vram = this.history.some((h) => isNumber(h.vram)) ? line("vram", "#f1a34e") : null;
+    const svg = document.createElementNS(SVG_NS, "svg");
+    svg.setAttribute("id", "isohost-history-chart");
+    svg.setAttribute("viewBox", "0 0 1000 40");
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("style", "width:100%;height:48px");
+    const series = [{ label: "workers' PSS, peak", bytes: pss.peak, color: "#4e9af1" }];
+    svg.append(pss.path);
+    if (vram) {
+      svg.append(vram.path);
+      series.push({ label: "workers' VRAM, peak", bytes: vram.peak, color: "#f1a34e",
+        text: vramText(vram.peak) });
+    }
+    return el("section", { id: "isohost-history", "data-points": this.history.length },
+      el("h3", {}, `Last ${Math.round(span)} s`), svg, legend(series));
   }
 
   zygotesSection(zygotes) {
