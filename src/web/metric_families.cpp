@@ -96,20 +96,21 @@ class Families {
 
   // One gauge sample when `value` is known.
   void gauge(const char* name, const char* help, Labels labels, std::optional<double> value) {
-    auto& family = get(name, help, MetricType::Gauge);
-    if (!value) return;
-    ClientMetric metric;
-    metric.label = std::move(labels);
-    metric.gauge.value = *value;
-    family.metric.push_back(std::move(metric));
+    sample(name, help, MetricType::Gauge, std::move(labels), value);
   }
 
   void counter(const char* name, const char* help, Labels labels, std::optional<double> value) {
-    auto& family = get(name, help, MetricType::Counter);
+    sample(name, help, MetricType::Counter, std::move(labels), value);
+  }
+
+  // A gauge's or a counter's sample; the family is listed even when `value` is unknown.
+  void sample(const char* name, const char* help, MetricType type, Labels labels,
+              std::optional<double> value) {
+    auto& family = get(name, help, type);
     if (!value) return;
     ClientMetric metric;
     metric.label = std::move(labels);
-    metric.counter.value = *value;
+    (type == MetricType::Counter ? metric.counter.value : metric.gauge.value) = *value;
     family.metric.push_back(std::move(metric));
   }
 
