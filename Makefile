@@ -34,9 +34,11 @@ test-python: build
 	ISOHOST_BINARY=$(abspath $(BUILD))/isohost $(PYTHON) -m pytest tests/live -q
 
 # A real ComfyUI on 127.0.0.1 with the adapter (docs/comfyui.md), in the virtual environments
-# scripts/comfyui-envs makes from PyPI (ComfyUI's requirements; the isolated pack's numpy 1.26).
+# scripts/comfyui-envs makes from PyPI (ComfyUI's requirements; the isolated pack's numpy 1.26);
+# first, the worker's torch features (tests/torch: sleep) with that environment's torch.
 test-comfyui: build
 	@scripts/setup --comfyui
+	ISOHOST_BINARY=$(abspath $(BUILD))/isohost .venv/comfyui/bin/python -m pytest tests/torch -q
 	ISOHOST_BUILD_PYTHON=$(abspath $(BUILD))/python .venv/comfyui/bin/python -m pytest tests/comfyui -q
 
 # Sanitizer builds run the C++ suite again; the workers are plain Python either way.

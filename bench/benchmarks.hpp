@@ -25,6 +25,17 @@ std::vector<Figure> bench_probe(const BenchOptions& options);
 // hibernate.out_per_GiB and in_per_GiB beside pinned copies, context_only_out/_in, and
 // wake_4GiB beside start.cold_4GiB (GPU with the driver's checkpoint API only).
 std::vector<Figure> bench_hibernate(const BenchOptions& options);
+// sleep.out_per_GiB_{1,4,16}GiB and sleep.in_per_GiB_... beside the pinned copy each way
+// (target: at most 2.5 times it), the model's checksum checked after every wake; then
+// sleep.hibernate_10GiB and sleep.wake_10GiB (sleep, then the driver's checkpoint of what is
+// left) beside the one-second target, left out where the driver cannot hibernate (GPU only).
+std::vector<Figure> bench_sleep(const BenchOptions& options);
+// switch.sleep_per_switch: three environments each holding a 10 GiB model on a card with room for
+// two (a foreign process holds the rest), called in turn through admission, the data checked
+// after every switch; switch.reap_and_start and switch.in_process_move, the same switch by
+// reaping and starting again and by Module.to in one process; each beside the one-second target
+// (GPU with at least 23 GiB free only).
+std::vector<Figure> bench_switch(const BenchOptions& options);
 // transfer.memcpy_64MiB (the limit), transfer.send_64MiB and transfer.recv_64MiB: a 64 MiB
 // float32 array to a worker and one back through the Python API (rounds / 100, at least 10).
 std::vector<Figure> bench_transfer(const BenchOptions& options);

@@ -9,25 +9,13 @@
 #include "benchmarks.hpp"
 #include "elapsed.hpp"
 #include "pool/pool.hpp"
+#include "stage_worker.hpp"
 
 namespace isohost::bench {
 namespace {
 
-constexpr const char* kEnv = "bench";
+constexpr const char* kEnv = kStageEnv;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-pool::Config bench_config(const BenchOptions& options) {
-  pool::Config config;
-  config.host.idle_reap = std::chrono::milliseconds(0);
-  config.host.idle_release = std::chrono::milliseconds(0);
-  config.environments[kEnv] = pool::EnvironmentConfig{.name = kEnv, .python = options.python};
-  return config;
-}
-
-nlohmann::json stage(pool::Pool& pool, const std::string& function,
-                     nlohmann::json args = nlohmann::json::array()) {
-  return pool.call(kEnv, "isohost_worker.stages:" + function, std::move(args)).get();
-}
 
 struct Trip {
   double out_ms = 0;
@@ -45,7 +33,7 @@ Trip round_trip(pool::Pool& pool) {
                              out.value("reason", std::string("not hibernated")));
   }
   trip.moved =
-      out.value("vram_moved", nlohmann::json()).is_number() ? out["vram_moved"].get<double>() : 0;
+      out.value("vram_before", nlohmann::json()).is_number() ? out["vram_before"].get<double>() : 0;
   start = Clock::now();
   const auto in = pool.submit({pool::Request::Kind::wake, kEnv}).get();
   trip.in_ms = elapsed<std::milli>(start);
@@ -61,7 +49,7 @@ Figure with_limit(Figure figure, double limit, std::string limit_name) {
 
 // Spawn, import torch, context, then `bytes` copied in from host RAM: the state a wake reaches.
 double cold_start_ms(const BenchOptions& options, std::uint64_t bytes) {
-  pool::Pool pool(bench_config(options), {.sweep_orphans = false});
+  pool::Pool pool(stage_worker_config(options), {.sweep_orphans = false});
   const auto start = Clock::now();
   stage(pool, "import_module", {"torch"});
   stage(pool, "open_cuda_context");
@@ -73,7 +61,7 @@ double cold_start_ms(const BenchOptions& options, std::uint64_t bytes) {
 
 std::vector<Figure> bench_hibernate(const BenchOptions& options) {
   const int rounds = std::max(3, options.rounds / 400);
-  pool::Pool pool(bench_config(options), {.sweep_orphans = false});
+  pool::Pool pool(stage_worker_config(options), {.sweep_orphans = false});
   stage(pool, "import_module", {"torch"});
   stage(pool, "open_cuda_context");
   const auto pinned = stage(pool, "pinned_copy_ms_per_gib", {std::uint64_t{1} << 30});

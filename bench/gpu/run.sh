@@ -5,7 +5,8 @@
 # .gpu/ (bench/gpu/prepare.sh makes them) and writes everything under $OUT (or
 # bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` also runs the ComfyUI checks
 # and bench comfyui (bench/gpu/comfyui.sh); `all` those and the longer benchmarks (bench rtt,
-# bench start, bench hibernate).
+# bench start, bench hibernate, and sleep's). `bench/gpu/run.sh sleep` runs only sleep's checks and
+# benchmarks (bench/gpu/sleep.sh, 8 minutes at worst), so that they fit in one run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-bench/results/gpu}")
@@ -19,10 +20,12 @@ bin=.gpu/isohost
   nproc; uname -r; free -g | head -2
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-timeout 60 $bin footprint | tee "$out/footprint.txt"
-timeout 200 python3 tests/gpu/check_admission_gpu.py "$bin" 2>&1 | tee "$out/admission-checks.txt"
-timeout 200 bench/gpu/zygote.sh "$bin" "$out"
-timeout 150 python3 tests/gpu/check_hibernate_gpu.py "$(realpath $bin)" 2>&1 | tee "$out/hibernate-checks.txt"
+if [ "${1:-}" != sleep ]; then
+  timeout 60 $bin footprint | tee "$out/footprint.txt"
+  timeout 200 python3 tests/gpu/check_admission_gpu.py "$bin" 2>&1 | tee "$out/admission-checks.txt"
+  timeout 200 bench/gpu/zygote.sh "$bin" "$out"
+  timeout 150 python3 tests/gpu/check_hibernate_gpu.py "$(realpath $bin)" 2>&1 | tee "$out/hibernate-checks.txt"
+fi
 if [ "${1:-}" = comfyui ] || [ "${1:-}" = all ]; then
   bench/gpu/comfyui.sh "$bin" "$out"
 fi
@@ -30,6 +33,9 @@ if [ "${1:-}" = all ]; then
   $bin bench rtt | tee "$out/bench-rtt.txt"
   $bin bench start --rounds 500 | tee "$out/bench-start.txt"
   bench/gpu/hibernate.sh "$bin" "$out"
+fi
+if [ "${1:-}" = sleep ] || [ "${1:-}" = all ]; then
+  bench/gpu/sleep.sh "$bin" "$out"
 fi
 # The device tool brings back at most 8 files from $OUT: hand it one archive instead.
 if [ -n "${OUT:-}" ]; then

@@ -112,6 +112,24 @@ class Host:
         values.drop_spares(self._peer(env))
         return self._finish_now(self._submit("reap", env), self._peer(env))
 
+    def sleep(self, env):
+        """Have `env`'s idle worker move its models into its own host RAM at the bus's speed
+        (docs/sleep.md); the next call wakes it first. Returns its receipt: {"asleep": True,
+        "bytes", "storages", "seconds", ...}, or {"asleep": False, "reason"} when it could not
+        (no worker, no torch, no CUDA context, a CUDA graph alive)."""
+        return self._finish_now(self._submit("sleep", env), self._peer(env))
+
+    def hibernate(self, env):
+        """Move `env`'s idle worker's whole GPU state into its host RAM: it sleeps first, then
+        the driver moves its context (docs/hibernation.md). Returns {"hibernated": True, ...}
+        or {"hibernated": False, "reason"}; raises HibernateFailed if the driver failed."""
+        return self._finish_now(self._submit("hibernate", env), self._peer(env))
+
+    def wake(self, env):
+        """Put an asleep or hibernated worker's GPU state back without a call. Raises
+        WakeFailed when there is no room on the card for it (it stays as it was)."""
+        return self._finish_now(self._submit("wake", env), self._peer(env))
+
     def make_room(self, nbytes, device=0):
         """This process itself needs `nbytes` of VRAM on GPU `device`: make room with idle
         workers as for a worker's reserve_vram (release, hibernate, reap; docs/memory.md),

@@ -3,11 +3,12 @@
 import importlib
 import sys
 
-from isohost_worker import frames, interrupts
+from isohost_worker import frames, interrupts, sleep
 from isohost_worker.errors import ARGUMENTS, CALL, DECODE, IMPORT, LOOKUP, Failure
 
 
 def call(request):
+    _wake_first()
     module_name, path, args, kwargs = _parse(request)
     function = _resolve(module_name, path)
     try:
@@ -15,6 +16,15 @@ def call(request):
             return function(*args, **kwargs)
     except BaseException as e:  # SystemExit too: a call must not end the worker
         raise Failure(CALL, e, _beyond_here(e)) from None
+
+
+def _wake_first():
+    # A sleeping worker's tensors have no memory behind them; the host wakes it before a call,
+    # and this covers a host that did not.
+    try:
+        sleep.wake_before("a call")
+    except BaseException as e:
+        raise Failure(CALL, e) from None
 
 
 def _parse(request):

@@ -95,7 +95,15 @@ def report():
         "cuda_module_loading": os.environ.get("CUDA_MODULE_LOADING"),
         "device": device,
         "allocator": allocator,
+        "asleep": _asleep(),
     }
+
+
+def _asleep():
+    # Read through sys.modules: sleep.py imports this module, and a process that never loaded
+    # it (a zygote) is not asleep.
+    sleep = sys.modules.get("isohost_worker.sleep")
+    return None if sleep is None else sleep.summary()
 
 
 def _hooked_allocator():
@@ -111,6 +119,9 @@ def _hooked_allocator():
 
 def release():
     started = time.monotonic()
+    sleep = sys.modules.get("isohost_worker.sleep")
+    if sleep is not None:
+        sleep.wake_before("a release")  # the callbacks are user code, which may touch tensors
     rss_before = rss()
     reserved_before = _reserved()
     callbacks = list(_release_callbacks)

@@ -17,7 +17,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import calls, errors, frames, interrupts, memory, replies
+from isohost_worker import calls, errors, frames, interrupts, memory, replies, sleep
 
 MAIN = "main"
 SIDE = "side"
@@ -49,6 +49,9 @@ class Runtime:
             "shutdown": (MAIN, None),
             "answer": (SIDE, self._answered),
             "interrupt": (SIDE, interrupts.interrupt),
+            # Main lane: they move the storages a call would use, so never while one runs.
+            "sleep": (MAIN, sleep.sleep_op),
+            "wake": (MAIN, sleep.wake_op),
         }
         # Worker requests in flight: id -> [threading.Event, answer]. Their ids are the
         # worker's own, apart from the host's request ids.

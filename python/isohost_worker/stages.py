@@ -131,3 +131,88 @@ def copy_in(nbytes):
     _held.append(host.to("cuda"))
     torch.cuda.synchronize()
     return {"copy_ms": (time.perf_counter() - start) * 1000.0}
+
+
+# The model hold_model made: (module, the tensors held outside it), kept until drop_model.
+_model = None
+
+
+def hold_model(nbytes, pieces=40, device="cuda", seed=0):
+    """Build a torch.nn.Module of about `nbytes` of random float32 on `device`, spread the way a
+    real model's bytes are, and keep it: parameters, buffers, a view (a slice of a parameter,
+    sharing its storage), tensors in a dict and a list, and one held only by a closure. What
+    sleep must bring back intact, each kind of holder at least once."""
+    import torch
+
+    global _model
+    pieces = max(int(pieces), 5)
+    # Sizes a little apart, so that storages do not all line up with the staging chunks.
+    base = max(int(nbytes) // (4 * pieces) - pieces, 1)
+    generator = torch.Generator(device=device).manual_seed(int(seed))
+    tensors = [torch.randn(base + i, generator=generator, device=device) for i in range(pieces)]
+    parameters, buffers = pieces // 2, pieces // 4
+    module = torch.nn.Module()
+    for i in range(parameters):
+        module.register_parameter("p%d" % i, torch.nn.Parameter(tensors[i]))
+    for i in range(parameters, parameters + buffers):
+        module.register_buffer("b%d" % i, tensors[i])
+    rest = tensors[parameters + buffers:]
+    closure_tensor = rest.pop()
+    extras = {
+        "view": module.p0[1:],
+        "dict": {"t%d" % i: t for i, t in enumerate(rest[::2])},
+        "list": rest[1::2],
+        "closure": (lambda: closure_tensor),
+    }
+    _model = (module, extras)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return {"bytes": sum(t.numel() * t.element_size() for t in tensors), "tensors": pieces}
+
+
+def drop_model():
+    """Forget the model hold_model made."""
+    global _model
+    _model = None
+    return {"held": False}
+
+
+def _model_tensors():
+    if _model is None:
+        raise RuntimeError("no model is held: call hold_model first")
+    module, extras = _model
+    tensors = [t.detach() for t in module.parameters()] + list(module.buffers())
+    tensors.append(extras["view"].detach())
+    tensors += list(extras["dict"].values()) + list(extras["list"])
+    tensors.append(extras["closure"]())
+    return tensors
+
+
+def model_checksum():
+    """A float64 sum of every tensor of the held model, computed on its device: a quick check
+    that the data came back (model_fingerprint is the exact one)."""
+    import torch
+
+    tensors = _model_tensors()
+    total = torch.zeros((), dtype=torch.float64, device=tensors[0].device)
+    for t in tensors:
+        total += t.sum(dtype=torch.float64)
+    return {"tensors": len(tensors), "bytes": sum(t.numel() * t.element_size() for t in tensors),
+            "checksum": total.item()}
+
+
+def model_fingerprint():
+    """The sha256 of the bytes of every tensor of the held model, in order, each copied to
+    host memory: equal fingerprints mean every byte is the same."""
+    import ctypes
+    import hashlib
+
+    digest = hashlib.sha256()
+    tensors = _model_tensors()
+    for t in tensors:
+        host = t.contiguous().cpu()
+        nbytes = host.numel() * host.element_size()
+        if nbytes:
+            # A ctypes array over the tensor's memory hands hashlib its bytes without a copy.
+            digest.update((ctypes.c_ubyte * nbytes).from_address(host.data_ptr()))
+    return {"tensors": len(tensors), "sha256": digest.hexdigest()}

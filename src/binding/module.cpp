@@ -50,6 +50,9 @@ pool::Request::Kind request_kind(const std::string& kind) {
   if (kind == "call") return pool::Request::Kind::call;
   if (kind == "release") return pool::Request::Kind::release;
   if (kind == "reap") return pool::Request::Kind::reap;
+  if (kind == "hibernate") return pool::Request::Kind::hibernate;
+  if (kind == "sleep") return pool::Request::Kind::sleep;
+  if (kind == "wake") return pool::Request::Kind::wake;
   if (kind == "make_room") return pool::Request::Kind::make_room;
   throw Error(ErrorKind::bad_request, "unknown request kind '" + kind + "'");
 }

@@ -21,11 +21,12 @@ struct BenchCommandOptions {
 void add_bench_command(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<BenchCommandOptions>();
   auto* sub = app.add_subcommand("bench", "Measure isohost beside the machine's physical limits");
-  sub->add_option("name", options->name,
-                  "rtt, start, probe, pss, hibernate, transfer, admission or comfyui")
+  sub->add_option(
+         "name", options->name,
+         "rtt, start, probe, pss, hibernate, sleep, switch, transfer, admission or comfyui")
       ->required()
-      ->check(CLI::IsMember(
-          {"rtt", "start", "probe", "pss", "hibernate", "transfer", "admission", "comfyui"}));
+      ->check(CLI::IsMember({"rtt", "start", "probe", "pss", "hibernate", "sleep", "switch",
+                             "transfer", "admission", "comfyui"}));
   sub->add_option("--python", options->python,
                   "interpreter for the workers (default: a python3 that has torch; for comfyui, "
                   ".venv/comfyui/bin/python of the source tree)");
@@ -49,6 +50,8 @@ void add_bench_command(CLI::App& app, Commands& commands) {
                          : options->name == "start"     ? bench::bench_start(bench_options)
                          : options->name == "pss"       ? bench::bench_pss(bench_options)
                          : options->name == "hibernate" ? bench::bench_hibernate(bench_options)
+                         : options->name == "sleep"     ? bench::bench_sleep(bench_options)
+                         : options->name == "switch"    ? bench::bench_switch(bench_options)
                          : options->name == "transfer"  ? bench::bench_transfer(bench_options)
                          : options->name == "admission" ? bench::bench_admission(bench_options)
                          : options->name == "comfyui"   ? bench::bench_comfyui(bench_options)

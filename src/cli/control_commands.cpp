@@ -73,14 +73,22 @@ void print_ps_table(const nlohmann::json& ps) {
         mib(field("reserve")), mib(field("pending")), mib(field("grantable")));
   }
   if (ps.contains("gpu")) std::cout << "GPU: " << cell(ps["gpu"]) << "\n";
-  std::cout << fmt::format("{:<14} {:>8} {:>4} {:<11} {:>8} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}\n",
-                           "ENV", "PID", "GEN", "STATE", "IDLE(s)", "CALLS", "PSS", "PRIVATE", "VRAM", "FIXED-RAM",
-                           "FIXED-VRAM", "RECLAIM", "HIBERNATED");
+  std::cout << fmt::format(
+      "{:<14} {:>8} {:>4} {:<11} {:>8} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}\n", "ENV",
+      "PID", "GEN", "STATE", "IDLE(s)", "CALLS", "PSS", "PRIVATE", "VRAM", "FIXED-RAM",
+      "FIXED-VRAM", "RECLAIM", "IN-RAM");
   for (const auto& w : ps["workers"]) {
     auto field = [&](const char* key) { return w.value(key, nlohmann::json()); };
-    // HIBERNATED: the host RAM a hibernated worker's GPU state now takes (its RSS growth).
+    // IN-RAM: the host RAM its GPU state now takes: the models its sleep moved, in MiB as they
+    // were on the card, and the hibernation's RSS growth.
     const auto hibernation = field("hibernation");
-    const auto held = hibernation.is_object() ? mb(hibernation.value("ram_grown", nlohmann::json())) : "-";
+    const auto sleep = field("sleep");
+    std::string held = "-";
+    if (sleep.is_object()) held = mib(sleep.value("bytes", nlohmann::json()));
+    if (hibernation.is_object()) {
+      const auto grown = mb(hibernation.value("ram_grown", nlohmann::json()));
+      held = held == "-" ? grown : held + "+" + grown;
+    }
     std::cout << fmt::format("{:<14} {:>8} {:>4} {:<11} {:>8.1f} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}\n",
                              cell(w["env"]), cell(w["pid"]), cell(w["generation"]), cell(w["state"]),
                              w.value("idle_seconds", 0.0), cell(w["calls"]), mb(field("pss")),
@@ -110,8 +118,11 @@ void add_control_commands(CLI::App& app, Commands& commands) {
   const std::pair<const char*, const char*> env_ops[] = {
       {"release", "Ask an environment's worker to drop its caches"},
       {"reap", "End an environment's worker once it is idle"},
-      {"hibernate", "Move an idle worker's whole GPU state into its host RAM (docs/hibernation.md)"},
-      {"wake", "Restore a hibernated worker's GPU state without a call"},
+      {"hibernate",
+       "Move an idle worker's whole GPU state into its host RAM (docs/hibernation.md)"},
+      {"sleep",
+       "Move an idle worker's models into its host RAM at the bus's speed (docs/sleep.md)"},
+      {"wake", "Put an asleep or hibernated worker's GPU state back without a call"},
   };
   for (const auto& [op, help] : env_ops) {
     auto* sub = app.add_subcommand(op, help);
@@ -120,9 +131,13 @@ void add_control_commands(CLI::App& app, Commands& commands) {
     commands.emplace_back(sub, [options, op] {
       const auto answer = ask(options->socket, {{"op", op}, {"env", options->env}});
       std::cout << answer.dump() << std::endl;
-      // hibernate and wake that did not happen say why, and fail, so scripts can tell.
-      const std::string done = std::string(op) == "hibernate" ? "hibernated" : "woken";
-      if ((std::string(op) == "hibernate" || std::string(op) == "wake") && !answer.value(done, false)) {
+      // hibernate, sleep and wake that did not happen say why, and fail, so scripts can tell.
+      const std::string name = op;
+      const std::string done = name == "hibernate" ? "hibernated"
+                               : name == "sleep"   ? "asleep"
+                                                   : "woken";
+      if ((name == "hibernate" || name == "sleep" || name == "wake") &&
+          !answer.value(done, false)) {
         std::cerr << op << " " << options->env << ": " << answer.value("reason", std::string()) << std::endl;
         return 1;
       }

@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 
 struct FootprintOptions {
   std::string python;
-  std::string stages = "bare,numpy,torch,cuda,tensor,hibernated,woken,release";
+  std::string stages = "bare,numpy,torch,cuda,tensor,asleep,hibernated,woken,release";
   std::string module_loading = "lazy";
   int workers = 0;
   bool json = false;
@@ -38,6 +38,7 @@ constexpr StageSpec kStages[] = {
     {"torch", "after import torch"},
     {"cuda", "after the CUDA context"},
     {"tensor", "holding a 1 GiB tensor"},
+    {"asleep", "asleep (its tensors in RAM)"},
     {"hibernated", "hibernated (GPU state in RAM)"},
     {"woken", "woken (GPU state restored)"},
     {"release", "after del and empty_cache()"},
@@ -103,9 +104,10 @@ class StageRunner {
  private:
   static bool needed_by_later(const std::string& key, const std::vector<std::string>& selected) {
     const auto chosen = [&](const char* k) { return std::find(selected.begin(), selected.end(), k) != selected.end(); };
-    // Hibernation stages need the tensor before them; release does not need them.
-    if (key == "hibernated" && chosen("woken")) return true;
-    if ((key == "torch" || key == "cuda" || key == "tensor") && (chosen("hibernated") || chosen("woken"))) return true;
+    // Sleep and hibernation stages need the tensor before them; release does not need them.
+    const bool resting = chosen("asleep") || chosen("hibernated") || chosen("woken");
+    if (key == "hibernated" && chosen("woken") && !chosen("asleep")) return true;
+    if ((key == "torch" || key == "cuda" || key == "tensor") && resting) return true;
     const std::vector<std::string> chain{"torch", "cuda", "tensor", "release"};
     auto pos = std::find(chain.begin(), chain.end(), key);
     if (pos == chain.end()) return false;
@@ -117,11 +119,11 @@ class StageRunner {
 
   // Takes the worker through one stage; returns why it was skipped, or "".
   std::string step(const std::string& key, double& seconds, FootprintReport& report) {
-    if ((key == "cuda" || key == "tensor" || key == "release" || key == "hibernated" || key == "woken") &&
-        !gpu_skip_.empty()) {
+    const bool resting = key == "asleep" || key == "hibernated" || key == "woken";
+    if ((key == "cuda" || key == "tensor" || key == "release" || resting) && !gpu_skip_.empty()) {
       return gpu_skip_;
     }
-    if (key == "hibernated" || key == "woken") return hibernation_step(key, seconds);
+    if (resting) return resting_step(key, seconds);
     if (key == "cuda") {
       if (!torch_missing_.empty()) return gpu_skip_ = torch_missing_;
       if (!sampler_.has_gpu()) return gpu_skip_ = sampler_.gpu_unavailable_reason();
@@ -151,15 +153,18 @@ class StageRunner {
     return "";
   }
 
-  // Hibernates or wakes the worker through the pool; returns why it did not happen, or "".
-  std::string hibernation_step(const std::string& key, double& seconds) {
-    if (key == "woken" && !hibernated_) return "the worker was not hibernated";
+  // Puts the worker to sleep, hibernates it (from asleep, the driver moves only what is left)
+  // or wakes it, through the pool; returns why it did not happen, or "".
+  std::string resting_step(const std::string& key, double& seconds) {
+    if (key == "woken" && !resting_) return "the worker was neither asleep nor hibernated";
+    const auto kind = key == "asleep"       ? pool::Request::Kind::sleep
+                      : key == "hibernated" ? pool::Request::Kind::hibernate
+                                            : pool::Request::Kind::wake;
     const auto start = Clock::now();
-    const auto answer =
-        pool_.submit({key == "hibernated" ? pool::Request::Kind::hibernate : pool::Request::Kind::wake, kEnv}).get();
+    const auto answer = pool_.submit({kind, kEnv}).get();
     seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    const bool done = answer.value(key == "hibernated" ? "hibernated" : "woken", false);
-    if (key == "hibernated") hibernated_ = done;
+    const bool done = answer.value(key, false);
+    resting_ = key == "woken" ? !done && resting_ : done || resting_;
     return done ? "" : answer.value("reason", std::string("not done"));
   }
 
@@ -189,7 +194,7 @@ class StageRunner {
   int pid_ = -1;
   std::string torch_missing_;
   std::string gpu_skip_;
-  bool hibernated_ = false;
+  bool resting_ = false;  // asleep or hibernated, so that `woken` has something to do
 };
 
 // N workers on one interpreter, each importing torch (and opening a context where a GPU is).
@@ -235,9 +240,10 @@ int run_footprint(const FootprintOptions& o) {
     const bool known = std::any_of(std::begin(kStages), std::end(kStages),
                                    [&](const StageSpec& s) { return key == s.key; });
     if (!known) {
-      throw worker::Error(worker::ErrorKind::bad_request,
-                          "unknown stage '" + key +
-                              "'; stages are bare, numpy, torch, cuda, tensor, hibernated, woken, release");
+      throw worker::Error(
+          worker::ErrorKind::bad_request,
+          "unknown stage '" + key +
+              "'; stages are bare, numpy, torch, cuda, tensor, asleep, hibernated, woken, release");
     }
   }
   const std::string python = o.python.empty() ? default_python() : o.python;
@@ -278,7 +284,8 @@ void add_footprint_command(CLI::App& app, Commands& commands) {
   auto o = std::make_shared<FootprintOptions>();
   auto* sub = app.add_subcommand("footprint", "Measure what a Python ML worker holds, stage by stage");
   sub->add_option("--python", o->python, "interpreter (default: a python3 that has torch)");
-  sub->add_option("--stages", o->stages, "comma-separated: bare,numpy,torch,cuda,tensor,hibernated,woken,release");
+  sub->add_option("--stages", o->stages,
+                  "comma-separated: bare,numpy,torch,cuda,tensor,asleep,hibernated,woken,release");
   sub->add_option("--module-loading", o->module_loading, "CUDA_MODULE_LOADING: lazy, eager or both")
       ->check(CLI::IsMember({"lazy", "eager", "both"}));
   sub->add_option("--workers", o->workers, "also start N workers on the interpreter and sum them")

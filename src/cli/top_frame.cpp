@@ -291,7 +291,7 @@ std::string admission_text(const json& admission) {
 
 Style state_style(const std::string& state) {
   if (state == "ready" || state == "busy") return Style::normal;
-  if (state == "hibernated" || state == "hibernating" || state == "waking")
+  if (state == "hibernated" || state == "hibernating" || state == "waking" || state == "asleep")
     return Style::hibernated;
   return Style::warning;
 }
@@ -494,7 +494,7 @@ std::string outcome_text(const std::string& op, const std::string& env,
   }
   const auto& value = at(reply, "value");
   // What did not happen says so under its key with false, and why.
-  for (const char* key : {"released", "reaped", "hibernated", "woken"}) {
+  for (const char* key : {"released", "reaped", "hibernated", "asleep", "woken"}) {
     if (at(value, key) == false) return what + ": not done: " + text(at(value, "reason"));
   }
   const auto seconds = number(at(value, "seconds"));

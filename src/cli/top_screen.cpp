@@ -203,7 +203,8 @@ void draw(const CursesSession& session, View& view, const ScreenOptions& options
     if (y < bottom) draw_rows(session, view, frame, y, bottom);
   }
   draw_text(LINES - 2, view.message, A_NORMAL);
-  draw_text(LINES - 1, "up/down or j/k select   r release   h hibernate   w wake   x reap   q quit",
+  draw_text(LINES - 1,
+            "up/down or j/k select   r release   s sleep   h hibernate   w wake   x reap   q quit",
             A_DIM);
   refresh();
 }
@@ -213,6 +214,8 @@ const char* action_for(int key) {
   switch (key) {
     case 'r':
       return "release";
+    case 's':
+      return "sleep";
     case 'h':
       return "hibernate";
     case 'w':

@@ -31,6 +31,7 @@ Request::Kind env_request_kind(const std::string& op) {
   if (op == "call") return Request::Kind::call;
   if (op == "release") return Request::Kind::release;
   if (op == "hibernate") return Request::Kind::hibernate;
+  if (op == "sleep") return Request::Kind::sleep;
   if (op == "wake") return Request::Kind::wake;
   return Request::Kind::reap;
 }

@@ -14,7 +14,7 @@ namespace isohost::control {
 
 struct RequestLine {
   std::string op;
-  // For call, release, reap, hibernate and wake; empty for ps and shutdown.
+  // For call, release, reap, hibernate, sleep and wake; empty for ps, metrics and shutdown.
   std::string env;
   // For call only.
   std::string target;
@@ -23,8 +23,8 @@ struct RequestLine {
 };
 
 // The ops a client may send, in the order the unknown-op error lists them.
-inline constexpr const char* kRequestOps[] = {"call", "ps",        "metrics", "release",
-                                              "reap", "hibernate", "wake",    "shutdown"};
+inline constexpr const char* kRequestOps[] = {"call",      "ps",    "metrics", "release", "reap",
+                                              "hibernate", "sleep", "wake",    "shutdown"};
 
 // Throws worker::Error(bad_request) naming what is wrong: not one JSON object, nested deeper
 // than wire::kMaxJsonDepth, an unknown op, a missing or non-string `op`, `env` or `target`,

@@ -6,64 +6,19 @@ namespace isohost::memory {
 
 namespace {
 
-// An idle worker the plan may act on, and what it has chosen to do to it so far.
+// An idle (or asleep) worker the plan may act on, with the ways open to it, weakest first.
 struct Candidate {
   const VramHolding* holding = nullptr;
-  bool released = false;
-  bool hibernated = false;
-  bool reaped = false;
-  std::optional<HibernationBlock> not_hibernated_because{};  // set when step 3 passed it over
+  std::vector<AdmissionStep> ways{};  // each priced, its release included
+  // Why a hibernation or sleep is not among its ways, where it is not.
+  std::optional<HibernationBlock> hibernation_block{};
+  std::optional<HibernationBlock> sleep_block{};
 };
-
-using CandidateOrder = std::vector<Candidate*>;
-
-// Idle workers on the device holding VRAM, the requester excepted.
-std::vector<Candidate> idle_candidates(const DeviceLedger& device, std::string_view requester) {
-  std::vector<Candidate> candidates;
-  candidates.reserve(device.holdings.size());
-  for (const VramHolding& holding : device.holdings) {
-    if (holding.state != WorkerState::idle || holding.worker_id == requester) continue;
-    if (holding.used() == 0) continue;
-    candidates.push_back({.holding = &holding});
-  }
-  return candidates;
-}
 
 // Least recently used first; the name only makes the order total, so plans are repeatable.
 bool used_less_recently(const VramHolding& a, const VramHolding& b) {
   if (a.last_used != b.last_used) return a.last_used < b.last_used;
   return a.worker_id < b.worker_id;
-}
-
-// The candidates picked by `keep`, largest `size` first, least recently used on ties.
-template <typename Keep, typename Size>
-CandidateOrder largest_first(std::vector<Candidate>& candidates, Keep keep, Size size) {
-  CandidateOrder order;
-  order.reserve(candidates.size());
-  for (Candidate& candidate : candidates) {
-    if (keep(candidate)) order.push_back(&candidate);
-  }
-  std::sort(order.begin(), order.end(), [&size](const Candidate* a, const Candidate* b) {
-    const Bytes size_a = size(*a->holding);
-    const Bytes size_b = size(*b->holding);
-    if (size_a != size_b) return size_a > size_b;
-    return used_less_recently(*a->holding, *b->holding);
-  });
-  return order;
-}
-
-Bytes reclaimable_of(const VramHolding& h) { return h.reclaimable; }
-Bytes after_release_of(const VramHolding& h) { return h.after_release(); }
-
-// Step 2: marks releases until `short_by` is covered; returns the bytes they give.
-Bytes choose_releases(const CandidateOrder& by_reclaimable, Bytes short_by) {
-  Bytes got = 0;
-  for (Candidate* candidate : by_reclaimable) {
-    if (got >= short_by || candidate->holding->reclaimable == 0) break;
-    candidate->released = true;
-    got += candidate->holding->reclaimable;
-  }
-  return got;
 }
 
 std::optional<HibernationBlock> support_block(const VramHolding& holding) {
@@ -89,116 +44,204 @@ std::optional<HibernationBlock> ram_block(RamRoom room) {
   return HibernationBlock::exceeds_available;
 }
 
-// Step 3: marks hibernations until `short_by` is covered, as long as host RAM can take in
-// what they move, and notes why the others were passed over. Runs only after every cache was
-// released, so each moves fixed + held.
-Bytes choose_hibernations(const CandidateOrder& by_size, const RamLedger& ram, Bytes short_by) {
-  Bytes got = 0;
-  for (Candidate* candidate : by_size) {
-    if (got >= short_by) break;
-    const VramHolding& holding = *candidate->holding;
-    const Bytes moves = holding.after_release();
-    if (moves == 0) continue;
-    std::optional<HibernationBlock> block = support_block(holding);
-    if (!block) block = ram_block(ram.room_for(got + moves));
-    if (block) {
-      candidate->not_hibernated_because = block;
-      continue;
-    }
-    candidate->hibernated = true;
-    got += moves;
-  }
-  return got;
-}
-
-// Step 4: marks reaps (of workers not hibernated) until `short_by` is covered; returns what
-// they give beyond their releases, which are already counted.
-Bytes choose_reaps(const CandidateOrder& by_size, Bytes short_by) {
-  Bytes got = 0;
-  for (Candidate* candidate : by_size) {
-    if (got >= short_by) break;
-    const Bytes gives = candidate->holding->after_release();
-    if (candidate->hibernated || gives == 0) continue;
-    candidate->reaped = true;
-    got += gives;
-  }
-  return got;
-}
-
-// Drops hibernations, then releases, that the plan does not need after all (a reap chosen
-// later may cover them), smallest first. A release before a hibernation stays: it is what
-// keeps the hibernation's RAM cost at fixed + held. Returns the bytes still expected.
-Bytes drop_unneeded(std::vector<Candidate>& candidates, Bytes have, Bytes need) {
-  const auto smallest_first = [](CandidateOrder order) {
-    std::reverse(order.begin(), order.end());
-    return order;
-  };
-  const auto hibernated = [](const Candidate& c) { return c.hibernated; };
-  for (Candidate* c : smallest_first(largest_first(candidates, hibernated, after_release_of))) {
-    if (have - c->holding->after_release() < need) break;
-    c->hibernated = false;
-    have -= c->holding->after_release();
-  }
-  const auto lone_release = [](const Candidate& c) {
-    return c.released && !c.hibernated && !c.reaped;
-  };
-  for (Candidate* c : smallest_first(largest_first(candidates, lone_release, reclaimable_of))) {
-    if (have - c->holding->reclaimable < need) break;
-    c->released = false;
-    have -= c->holding->reclaimable;
-  }
-  return have;
-}
-
-AdmissionStep step_for(StepKind kind, const VramHolding& holding) {
+// The step `kind` on `holding` with all it gives back, its release included, and its price.
+AdmissionStep priced_step(StepKind kind, const VramHolding& holding, const TransferRates& rates) {
   AdmissionStep step{.kind = kind,
                      .worker_id = holding.worker_id,
                      .pid = holding.pid,
-                     .vram_known = holding.vram_known};
-  if (kind != StepKind::release) {
-    step.fixed = holding.fixed;
-    step.held = holding.held;
-  }
-  if (kind != StepKind::hibernate) step.cache = holding.reclaimable;
+                     .state = holding.state,
+                     .held = holding.held,
+                     .cache = holding.reclaimable,
+                     .vram_known = holding.vram_known,
+                     .cost = price_step(kind, holding, rates)};
+  if (kind == StepKind::release) step.held = 0;
+  if (kind == StepKind::hibernate || kind == StepKind::reap) step.fixed = holding.fixed;
+  step.seconds_now = step.cost.seconds_now();
+  step.seconds_to_undo = step.cost.seconds_to_undo();
   return step;
 }
 
-// The chosen steps in carrying-out order; a reaped worker's release is part of its reap.
-std::vector<AdmissionStep> steps_in_order(const CandidateOrder& by_reclaimable,
-                                          const CandidateOrder& by_size) {
+// Adds the way unless host RAM could not take it in even alone; returns why not.
+std::optional<HibernationBlock> add_if_ram_takes(Candidate& candidate, AdmissionStep step,
+                                                 const RamLedger& ram) {
+  if (auto block = ram_block(ram.room_for(step.takes_in_ram()))) return block;
+  candidate.ways.push_back(std::move(step));
+  return std::nullopt;
+}
+
+// The ways open to one idle worker: release (it has a cache and is not asleep), sleep (it
+// can, and has allocations), hibernate (the driver can, and host RAM could take it in alone),
+// reap (always).
+Candidate candidate_for(const VramHolding& holding, const RamLedger& ram,
+                        const TransferRates& rates) {
+  Candidate candidate{.holding = &holding};
+  const auto way = [&](StepKind kind) { return priced_step(kind, holding, rates); };
+  if (holding.state == WorkerState::idle && holding.reclaimable > 0) {
+    candidate.ways.push_back(way(StepKind::release));
+  }
+  if (holding.sleeps_now() && holding.held > 0) {
+    candidate.sleep_block = add_if_ram_takes(candidate, way(StepKind::sleep), ram);
+  }
+  candidate.hibernation_block = support_block(holding);
+  if (!candidate.hibernation_block && holding.hibernation_moves() > 0) {
+    candidate.hibernation_block = add_if_ram_takes(candidate, way(StepKind::hibernate), ram);
+  }
+  candidate.ways.push_back(way(StepKind::reap));
+  return candidate;
+}
+
+// Idle and asleep workers on the device holding VRAM, the requester excepted, least recently
+// used first.
+std::vector<Candidate> candidates_on(const DeviceLedger& device, std::string_view requester,
+                                     const RamLedger& ram, const TransferRates& rates) {
+  std::vector<const VramHolding*> idle;
+  for (const VramHolding& holding : device.holdings) {
+    const bool at_rest = holding.state == WorkerState::idle || holding.state == WorkerState::asleep;
+    if (at_rest && holding.worker_id != requester && holding.used() > 0) idle.push_back(&holding);
+  }
+  std::sort(idle.begin(), idle.end(),
+            [](const VramHolding* a, const VramHolding* b) { return used_less_recently(*a, *b); });
+  std::vector<Candidate> candidates;
+  candidates.reserve(idle.size());
+  for (const VramHolding* holding : idle) candidates.push_back(candidate_for(*holding, ram, rates));
+  return candidates;
+}
+
+std::vector<RoomCandidate> room_candidates(const std::vector<Candidate>& candidates) {
+  std::vector<RoomCandidate> rooms;
+  rooms.reserve(candidates.size());
+  for (const Candidate& candidate : candidates) {
+    RoomCandidate& room = rooms.emplace_back();
+    for (const AdmissionStep& way : candidate.ways) {
+      room.options.push_back({.kind = way.kind,
+                              .gives = way.gives_back(),
+                              .ram_in = way.takes_in_ram(),
+                              .seconds = way.seconds()});
+    }
+  }
+  return rooms;
+}
+
+// Whether a hibernation moves the worker's allocations by its own sleep first (which empties
+// the cache without running its release callbacks).
+bool sleeps_first(const AdmissionStep& way) {
+  return std::any_of(way.cost.now.begin(), way.cost.now.end(),
+                     [](const CostTerm& term) { return term.source == CostSource::sleep_out; });
+}
+
+// The chosen way as the pool carries it out: the hibernation of an idle worker that cannot
+// sleep is its release, then the hibernation of what is left (so host RAM takes in fixed +
+// held, not the cache). One that sleeps first drops its cache in the sleep, keeping the model
+// caches a release's callbacks would drop.
+void add_steps_for(std::vector<AdmissionStep>& steps, const AdmissionStep& way) {
+  if (way.kind != StepKind::hibernate || way.state == WorkerState::asleep || way.cache == 0 ||
+      sleeps_first(way)) {
+    steps.push_back(way);
+    return;
+  }
+  steps.push_back({.kind = StepKind::release,
+                   .worker_id = way.worker_id,
+                   .pid = way.pid,
+                   .state = way.state,
+                   .cache = way.cache,
+                   .vram_known = way.vram_known});
+  AdmissionStep hibernation = way;
+  hibernation.cache = 0;
+  steps.push_back(std::move(hibernation));
+}
+
+// The chosen steps in carrying-out order: weakest kind first, then largest first, least
+// recently used on ties (the sort is stable over candidates in that order).
+std::vector<AdmissionStep> steps_in_order(const std::vector<Candidate>& candidates,
+                                          const RoomChoice& choice) {
   std::vector<AdmissionStep> steps;
-  for (const Candidate* c : by_reclaimable) {
-    if (c->released && !c->reaped) steps.push_back(step_for(StepKind::release, *c->holding));
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    if (choice.picked[c]) add_steps_for(steps, candidates[c].ways[*choice.picked[c]]);
   }
-  for (const Candidate* c : by_size) {
-    if (c->hibernated) steps.push_back(step_for(StepKind::hibernate, *c->holding));
-  }
-  for (const Candidate* c : by_size) {
-    if (c->reaped) steps.push_back(step_for(StepKind::reap, *c->holding));
-  }
+  std::stable_sort(steps.begin(), steps.end(), [](const AdmissionStep& a, const AdmissionStep& b) {
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.gives_back() > b.gives_back();
+  });
   return steps;
 }
 
-// Why each reaped worker was not hibernated instead; others passed over do not matter.
-std::vector<SkippedHibernation> reaped_not_hibernated(const CandidateOrder& by_size) {
-  std::vector<SkippedHibernation> skipped;
-  for (const Candidate* c : by_size) {
-    if (!c->reaped || !c->not_hibernated_because) continue;
-    skipped.push_back({.worker_id = c->holding->worker_id,
-                       .bytes = c->holding->after_release(),
-                       .why = *c->not_hibernated_because});
+// The other ways open to each worker the plan acts on. A release is left out beside a
+// stronger chosen way: that way includes it.
+std::vector<AdmissionStep> alternatives_to(const std::vector<Candidate>& candidates,
+                                           const RoomChoice& choice) {
+  std::vector<AdmissionStep> alternatives;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    if (!choice.picked[c]) continue;
+    const std::vector<AdmissionStep>& ways = candidates[c].ways;
+    for (std::size_t w = 0; w < ways.size(); ++w) {
+      if (w == *choice.picked[c] || ways[w].kind == StepKind::release) continue;
+      alternatives.push_back(ways[w]);
+    }
   }
-  return skipped;
+  return alternatives;
+}
+
+// Why `kind` was not open to a reaped worker: its own block, or host RAM unable to take it in
+// beside what the plan's other sleeps and hibernations move.
+std::optional<HibernationBlock> passed_over_because(const Candidate& candidate, StepKind kind,
+                                                    const RoomChoice& choice,
+                                                    const RamLedger& ram) {
+  const auto own = kind == StepKind::sleep ? candidate.sleep_block : candidate.hibernation_block;
+  if (own) return own;
+  for (const AdmissionStep& way : candidate.ways) {
+    if (way.kind == kind) return ram_block(ram.room_for(choice.ram_in + way.takes_in_ram()));
+  }
+  return std::nullopt;  // not a way for it at all (nothing to move)
+}
+
+SkippedHibernation skipped(const VramHolding& holding, StepKind kind, HibernationBlock why) {
+  return {.worker_id = holding.worker_id,
+          .bytes = kind == StepKind::sleep ? holding.held : holding.hibernation_moves(),
+          .why = why,
+          .passed_over = kind};
+}
+
+// Why each reaped worker was not hibernated (or, where it can sleep, slept) instead.
+std::vector<SkippedHibernation> reaped_not_hibernated(const std::vector<Candidate>& candidates,
+                                                      const RoomChoice& choice,
+                                                      const RamLedger& ram) {
+  std::vector<SkippedHibernation> passed;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const Candidate& candidate = candidates[c];
+    if (!choice.picked[c] || candidate.ways[*choice.picked[c]].kind != StepKind::reap) continue;
+    const VramHolding& holding = *candidate.holding;
+    if (holding.hibernation_moves() > 0) {
+      if (auto why = passed_over_because(candidate, StepKind::hibernate, choice, ram)) {
+        passed.push_back(skipped(holding, StepKind::hibernate, *why));
+      }
+    }
+    if (holding.sleeps_now() && holding.held > 0) {
+      if (auto why = passed_over_because(candidate, StepKind::sleep, choice, ram)) {
+        passed.push_back(skipped(holding, StepKind::sleep, *why));
+      }
+    }
+  }
+  return passed;
+}
+
+AdmissionOutcome outcome_of(StepKind kind) {
+  switch (kind) {
+    case StepKind::release:
+      return AdmissionOutcome::release_then_grant;
+    case StepKind::sleep:
+      return AdmissionOutcome::sleep_then_grant;
+    case StepKind::hibernate:
+      return AdmissionOutcome::hibernate_then_grant;
+    case StepKind::reap:
+      return AdmissionOutcome::reap_then_grant;
+  }
+  return AdmissionOutcome::reap_then_grant;
 }
 
 AdmissionOutcome strongest(const std::vector<AdmissionStep>& steps) {
   AdmissionOutcome outcome = AdmissionOutcome::grant;
   for (const AdmissionStep& step : steps) {
-    const AdmissionOutcome needs =
-        step.kind == StepKind::release     ? AdmissionOutcome::release_then_grant
-        : step.kind == StepKind::hibernate ? AdmissionOutcome::hibernate_then_grant
-                                           : AdmissionOutcome::reap_then_grant;
-    outcome = std::max(outcome, needs);
+    outcome = std::max(outcome, outcome_of(step.kind));
   }
   return outcome;
 }
@@ -209,6 +252,7 @@ AdmissionPlan plan_with_figures(const Ledger& ledger, const DeviceLedger* device
   AdmissionPlan plan{
       .request = request,
       .device_found = device != nullptr,
+      .rates = ledger.rates,
       .ram_available = ledger.ram.available,
       .ram_floor = ledger.ram.floor,
       .ram_budget = ledger.ram.budget,
@@ -231,7 +275,7 @@ AdmissionPlan plan_with_figures(const Ledger& ledger, const DeviceLedger* device
   return plan;
 }
 
-// Step 5 or 6: nothing idle is enough; wait if busy workers will hold enough, else refuse.
+// Nothing idle is enough: wait if busy workers will hold enough, else refuse.
 void wait_or_refuse(AdmissionPlan& plan, const DeviceLedger& device, Bytes idle_can_give) {
   plan.idle_can_give = idle_can_give;
   for (const VramHolding& holding : device.holdings) {
@@ -254,6 +298,8 @@ std::string_view to_string(AdmissionOutcome outcome) noexcept {
       return "grant";
     case AdmissionOutcome::release_then_grant:
       return "release_then_grant";
+    case AdmissionOutcome::sleep_then_grant:
+      return "sleep_then_grant";
     case AdmissionOutcome::hibernate_then_grant:
       return "hibernate_then_grant";
     case AdmissionOutcome::reap_then_grant:
@@ -262,18 +308,6 @@ std::string_view to_string(AdmissionOutcome outcome) noexcept {
       return "wait";
     case AdmissionOutcome::refuse:
       return "refuse";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(StepKind kind) noexcept {
-  switch (kind) {
-    case StepKind::release:
-      return "release";
-    case StepKind::hibernate:
-      return "hibernate";
-    case StepKind::reap:
-      return "reap";
   }
   return "unknown";
 }
@@ -301,36 +335,60 @@ std::string_view to_string(HibernationBlock why) noexcept {
 Bytes AdmissionPlan::hibernated_bytes() const noexcept {
   Bytes moved = 0;
   for (const AdmissionStep& step : steps) {
-    if (step.kind == StepKind::hibernate) moved += step.gives_back();
+    if (step.kind == StepKind::hibernate) moved += step.takes_in_ram();
   }
   return moved;
+}
+
+Bytes AdmissionPlan::slept_bytes() const noexcept {
+  Bytes moved = 0;
+  for (const AdmissionStep& step : steps) {
+    if (step.kind == StepKind::sleep) moved += step.takes_in_ram();
+  }
+  return moved;
+}
+
+Bytes AdmissionPlan::ram_taken_in() const noexcept { return hibernated_bytes() + slept_bytes(); }
+
+double AdmissionPlan::seconds_now() const noexcept {
+  double sum = 0;
+  for (const AdmissionStep& step : steps) sum += step.seconds_now;
+  return sum;
+}
+
+double AdmissionPlan::seconds_to_undo() const noexcept {
+  double sum = 0;
+  for (const AdmissionStep& step : steps) sum += step.seconds_to_undo;
+  return sum;
 }
 
 AdmissionPlan plan_admission(const Ledger& ledger, const AdmissionRequest& request) {
   const DeviceLedger* device = ledger.device(request.device);
   AdmissionPlan plan = plan_with_figures(ledger, device, request);
   if (device == nullptr) return plan;  // refuse: no such device
-  const Bytes need = request.bytes;
-  Bytes have = plan.grantable;
-  if (have >= need) {
+  if (plan.grantable >= request.bytes) {
     plan.outcome = AdmissionOutcome::grant;
     return plan;
   }
-
-  std::vector<Candidate> candidates = idle_candidates(*device, request.requester);
-  const auto any = [](const Candidate&) { return true; };
-  const CandidateOrder by_reclaimable = largest_first(candidates, any, reclaimable_of);
-  const CandidateOrder by_size = largest_first(candidates, any, after_release_of);
-  have += choose_releases(by_reclaimable, need - have);
-  if (have < need) have += choose_hibernations(by_size, ledger.ram, need - have);
-  if (have < need) have += choose_reaps(by_size, need - have);
-  if (have < need) {  // even reaping every idle worker is short
-    wait_or_refuse(plan, *device, have - plan.grantable);
+  const std::vector<Candidate> candidates =
+      candidates_on(*device, request.requester, ledger.ram, ledger.rates);
+  const std::vector<RoomCandidate> rooms = room_candidates(candidates);
+  Bytes idle_can_give = 0;
+  for (const RoomCandidate& room : rooms) idle_can_give += room.most_it_gives();
+  const Bytes short_by = plan.short_by();
+  // Reaps take no host RAM in, so whenever reaping them all is enough a choice covers.
+  const RoomChoice choice =
+      idle_can_give >= short_by ? cheapest_choice(rooms, short_by, ledger.ram) : RoomChoice{};
+  if (!choice.covers) {
+    wait_or_refuse(plan, *device, idle_can_give);
     return plan;
   }
-  plan.expected = drop_unneeded(candidates, have, need);
-  plan.steps = steps_in_order(by_reclaimable, by_size);
-  plan.not_hibernated = reaped_not_hibernated(by_size);
+  plan.candidates = candidates.size();
+  plan.searched_every_combination = candidates.size() <= kExhaustiveCandidates;
+  plan.expected = plan.grantable + choice.gives;
+  plan.steps = steps_in_order(candidates, choice);
+  plan.alternatives = alternatives_to(candidates, choice);
+  plan.not_hibernated = reaped_not_hibernated(candidates, choice, ledger.ram);
   plan.outcome = strongest(plan.steps);
   return plan;
 }

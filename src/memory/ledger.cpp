@@ -83,7 +83,10 @@ VramHolding vram_holding(const ProcessFigures& process) {
                       .last_used = process.last_used,
                       .hibernation = process.hibernation,
                       .vram_known = process.vram_used.has_value(),
-                      .allocator_known = process.allocator_reserved.has_value()};
+                      .allocator_known = process.allocator_reserved.has_value(),
+                      .can_sleep = process.can_sleep,
+                      .slept_bytes = process.slept_bytes,
+                      .start_time = process.start_time};
   if (process.state == WorkerState::hibernated) return holding;
   const Bytes used = used_or_lower_bound(process);
   const AllocatorSplit allocator = clamped_allocator(process, used);
@@ -150,6 +153,7 @@ Ledger build_ledger(const Snapshot& snapshot) { return build_ledger(snapshot, sn
 Ledger build_ledger(const Snapshot& snapshot, std::span<const PendingGrant> pending) {
   Ledger ledger{.taken_at = snapshot.taken_at,
                 .admission_wait = snapshot.settings.admission_wait,
+                .rates = snapshot.settings.rates,
                 .ram = ram_ledger(snapshot)};
   ledger.devices.reserve(snapshot.devices.size());
   for (const DeviceFigures& figures : snapshot.devices) {

@@ -9,12 +9,15 @@
 // and says how much can be promised now: free - reserve - pending, never negative. Memory
 // held by processes isohost does not manage (foreign) is never free and never reclaimable.
 //
-// A hibernated worker holds 0 VRAM; its host RAM has grown by what it took off the card.
+// A hibernated worker holds 0 VRAM; its host RAM has grown by what it took off the card. An
+// asleep worker's torch storages are in its host RAM: what it still holds is its context and
+// what sleep could not move, nearly all of it counted fixed.
 //
 //   Ledger ledger = build_ledger(snapshot);
 //   if (const DeviceLedger* gpu = ledger.device(0)) log(mib_text(gpu->grantable()));
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,10 +42,27 @@ struct VramHolding {
   Bytes fixed = 0;
   Bytes held = 0;
   Bytes reclaimable = 0;
+  bool can_sleep = false;              // ProcessFigures::can_sleep
+  Bytes slept_bytes = 0;               // in its host RAM already (ProcessFigures::slept_bytes)
+  std::optional<Duration> start_time;  // its environment's mean start-to-ready, if seen
 
   constexpr Bytes used() const noexcept { return fixed + held + reclaimable; }
   // What stays on the card after `release`: all that hibernate would move, or reap free.
   constexpr Bytes after_release() const noexcept { return fixed + held; }
+  // Whether a sleep can take its allocations off the card now: its runtime can sleep and it
+  // is idle (an asleep worker has already moved all that sleep can).
+  constexpr bool sleeps_now() const noexcept { return can_sleep && state == WorkerState::idle; }
+  // What a hibernation moves into host RAM. An idle worker is released first, so its cache is
+  // dropped rather than moved; an asleep one is never released, so the driver takes it all.
+  constexpr Bytes hibernation_moves() const noexcept {
+    return state == WorkerState::asleep ? used() : after_release();
+  }
+  // Of that, what its sleep moves first at bus speed (its allocations); the driver's
+  // checkpoint moves the rest (the context, and all of it for a worker that cannot sleep).
+  constexpr Bytes hibernation_by_sleep() const noexcept { return sleeps_now() ? held : 0; }
+  constexpr Bytes hibernation_by_driver() const noexcept {
+    return hibernation_moves() - hibernation_by_sleep();
+  }
 };
 
 // One GPU's books.
@@ -109,6 +129,7 @@ struct RamLedger {
 struct Ledger {
   TimePoint taken_at{};
   Duration admission_wait{};
+  TransferRates rates{};  // what the planner prices its steps with
   std::vector<DeviceLedger> devices{};
   RamLedger ram{};
 

@@ -11,7 +11,8 @@ bool within_limits(Bytes workers, Bytes available, Bytes budget, Bytes floor) {
 }
 
 bool reapable(const RamHolding& holding) {
-  return holding.state == WorkerState::idle || holding.state == WorkerState::hibernated;
+  return holding.state == WorkerState::idle || holding.state == WorkerState::hibernated ||
+         holding.state == WorkerState::asleep;
 }
 
 // Reapable workers, largest RAM first, least recently used on ties (name last, for a total

@@ -2,8 +2,9 @@
 // RAM pressure: which idle workers to reap so that all workers' RAM together fits the budget
 // and MemAvailable is back at or above the floor.
 //
-// Candidates are idle and hibernated workers (a hibernated worker holds its VRAM in RAM, so
-// it is often the largest); busy and starting ones are never reaped for RAM. Largest RAM
+// Candidates are idle, asleep and hibernated workers (an asleep or hibernated worker holds
+// what it took off the card in RAM, so it is often the largest); busy and starting ones are
+// never reaped for RAM. Largest RAM
 // first, least recently used on ties; it stops as soon as both limits hold. When reaping
 // every candidate is still not enough, the plan reaps them all and says so: the rest is
 // held by busy workers.

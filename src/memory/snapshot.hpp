@@ -26,9 +26,13 @@ namespace isohost::memory {
 // A worker's lifecycle state as far as memory is concerned.
 enum class WorkerState {
   starting,    // spawned, not yet ready: holds little, can be neither released nor reaped yet
-  idle,        // ready, no call in flight: may be released, hibernated or reaped
+  idle,        // ready, no call in flight: may be released, slept, hibernated or reaped
   busy,        // a call in flight: frees nothing until the call ends
   hibernated,  // its whole GPU state moved into its own host RAM: 0 VRAM
+  // Idle and alive, its torch storages moved into its own host RAM by its sleep; it holds its
+  // CUDA context and what sleep could not move. It may be hibernated (the driver moves what is
+  // left) or reaped, never slept again or released: it has nothing more for either to give.
+  asleep,
 };
 
 constexpr std::string_view to_string(WorkerState state) noexcept {
@@ -41,6 +45,8 @@ constexpr std::string_view to_string(WorkerState state) noexcept {
       return "busy";
     case WorkerState::hibernated:
       return "hibernated";
+    case WorkerState::asleep:
+      return "asleep";
   }
   return "unknown";
 }
@@ -87,6 +93,17 @@ struct ProcessFigures {
 
   HibernationSupport hibernation{};
   int device = 0;  // the device index it is pinned to (CUDA_VISIBLE_DEVICES), or kNoDevice
+
+  // Its runtime offers `sleep` and torch has a CUDA context in it: its torch storages can be
+  // copied into its host RAM at bus speed and freed, and a hibernation sleeps first.
+  bool can_sleep = false;
+  // What its sleep moved into its host RAM; nonzero while asleep, or hibernated after a sleep.
+  // Already inside `pss` (the destination is ordinary memory the worker owns), so the ledger
+  // never adds it again; the planner counts it as the model a reap would have to rebuild.
+  Bytes slept_bytes = 0;
+  // Its environment's mean start-to-ready so far: what a reap's undo waits before the
+  // model is rebuilt. nullopt when none was seen (TransferRates::start stands in).
+  std::optional<Duration> start_time{};
 };
 
 // One GPU as NVML sees it.
@@ -118,6 +135,28 @@ struct PendingGrant {
   TimePoint granted_at{};
 };
 
+// What moving bytes costs on this machine, in seconds per GiB one way unless said otherwise:
+// what the admission planner prices its steps with. The defaults come from the H200 figures in
+// issue 14, and the pool overwrites them with the rates it measures on its own transfers.
+struct TransferRates {
+  // A sleep: torch storages copied to host RAM and freed. The H200 probe moved 10 GiB in about
+  // 0.2 s each way (19.5 ms/GiB); 50 ms/GiB is the top of the 20-50 ms/GiB expected through a
+  // small reused pinned staging area into ordinary memory.
+  double sleep_out = 0.05;
+  double sleep_in = 0.05;  // its wake: the storages back onto the card
+  // cuCheckpointProcess: what sleep did not move (or everything, without sleep). Measured on
+  // the H200: 451 ms/GiB out, 178 ms/GiB in.
+  double driver_out = 0.45;
+  double driver_in = 0.18;
+  // Rebuilding a reaped worker's model from disk onto the card: an assumption on the safe side
+  // of an NVMe's few GB/s until the pool measures loads.
+  double reload = 0.5;
+  // Seconds (not per GiB) for a fresh worker to start and be ready, when its environment has
+  // no start measured yet (ProcessFigures::start_time). On the H200 a fresh worker and its
+  // 10 GiB model took 3.7 to 4.1 s; 5 s leaves room for heavier imports.
+  double start = 5.0;
+};
+
 // The memory settings from [host]; defaults here are the ones used when the config says
 // nothing.
 struct MemorySettings {
@@ -134,6 +173,8 @@ struct MemorySettings {
   Duration admission_wait = std::chrono::seconds(30);
   // A grant not seen in use within this is returned (GrantBook::expire).
   Duration grant_lifetime = std::chrono::seconds(60);
+  // What the planner prices sleep, hibernation and reaps with.
+  TransferRates rates{};
 };
 
 // Everything the memory arithmetic needs, read at one moment.

@@ -34,4 +34,11 @@ std::string mib_text(Bytes bytes);
 // "30 s", or "2.5 s" when not a whole number of seconds.
 std::string seconds_text(Duration duration);
 
+// A price in seconds: "0 s" for nothing, else two decimals ("0.50 s", "5.44 s"), since the
+// planner's prices differ in hundredths.
+std::string price_text(double seconds);
+
+// A transfer rate: "0.05 s/GiB", "0.018 s/GiB" (two decimals, a third where it shows).
+std::string rate_text(double seconds_per_gib);
+
 }  // namespace isohost::memory

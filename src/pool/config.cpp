@@ -145,13 +145,13 @@ std::string resolve_program(const std::string& program, const std::string& base_
 }
 
 HostSettings parse_host(const toml::table& table, const std::string& source, const std::string& base_dir) {
-  reject_unknown_keys(table,
-                      {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds",
-                       "idle_reap_seconds", "shutdown_grace_seconds", "ram_budget_mb",
-                       "ram_floor_mb", "vram_reserve_mib", "admission_wait_seconds",
-                       "grant_lifetime_seconds", "simulated_gpu", "idle_hibernate_seconds",
-                       "worker_poll_microseconds"},
-                      "host", source);
+  reject_unknown_keys(
+      table,
+      {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds", "idle_reap_seconds",
+       "shutdown_grace_seconds", "ram_budget_mb", "ram_floor_mb", "vram_reserve_mib",
+       "admission_wait_seconds", "grant_lifetime_seconds", "simulated_gpu",
+       "idle_hibernate_seconds", "idle_sleep_seconds", "worker_poll_microseconds"},
+      "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
   host.start_timeout = seconds(table, "start_timeout_seconds", host.start_timeout, source);
@@ -167,6 +167,7 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
     host.simulated_gpu = resolve(string_value(*node, "simulated_gpu", source), base_dir);
   }
   host.idle_hibernate = seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source);
+  host.idle_sleep = seconds(table, "idle_sleep_seconds", host.idle_sleep, source);
   if (const auto* node = table.get("worker_poll_microseconds")) {
     const auto value = node->value_exact<int64_t>();
     if (!value || *value < 0 || *value > 1'000'000) {

@@ -54,6 +54,9 @@ struct HostSettings {
   // A worker idle this long is hibernated (its GPU state moved into its host RAM) where the
   // driver allows; zero: never on a timer (docs/hibernation.md says why that is the default).
   std::chrono::milliseconds idle_hibernate{0};
+  // A worker idle this long sleeps (moves its models into its host RAM itself, at the bus's
+  // speed; docs/sleep.md); zero: never on a timer. Its next call pays the wake.
+  std::chrono::milliseconds idle_sleep{0};
   // After each op a worker polls its socket this long before it sleeps: waking a sleeping
   // process costs more than a small call itself. Zero: sleep at once (docs/protocol.md#polling).
   std::chrono::microseconds worker_poll{100};

@@ -35,6 +35,7 @@ nlohmann::json EnvMetrics::to_json(std::chrono::steady_clock::time_point now) co
           {"crashes", crashes},
           {"starts", starts},
           {"releases", releases},
+          {"sleeps", sleeps},
           {"hibernations", hibernations},
           {"wakes", wakes},
           {"reaps", reaps},
@@ -42,6 +43,7 @@ nlohmann::json EnvMetrics::to_json(std::chrono::steady_clock::time_point now) co
           {"histograms",
            {{"call_seconds", call_seconds.to_json()},
             {"start_seconds", start_seconds.to_json()},
+            {"sleep_seconds", sleep_seconds.to_json()},
             {"hibernate_seconds", hibernate_seconds.to_json()},
             {"wake_seconds", wake_seconds.to_json()}}},
           {"last_admission", std::move(admission)}};

@@ -40,7 +40,7 @@ class DurationHistogram {
 
 // The last thing admission did to an environment's worker to make room for another.
 struct AdmissionAction {
-  std::string action;  // "released", "hibernated" or "reaped"
+  std::string action;  // "released", "slept", "hibernated" or "reaped"
   std::string for_env;
   std::chrono::steady_clock::time_point at;
 };
@@ -51,12 +51,14 @@ struct EnvMetrics {
   std::uint64_t crashes = 0;      // workers that ended without being asked to
   std::uint64_t starts = 0;       // workers that said hello
   std::uint64_t releases = 0;
+  std::uint64_t sleeps = 0;  // workers that moved their models into their host RAM
   std::uint64_t hibernations = 0;
-  std::uint64_t wakes = 0;
+  std::uint64_t wakes = 0;     // from sleep or hibernation
   std::uint64_t reaps = 0;     // workers retired: asked, idle, RAM pressure or admission
   std::uint64_t refusals = 0;  // VRAM admissions refused to this environment
   DurationHistogram call_seconds;
   DurationHistogram start_seconds;  // from spawn or fork to hello
+  DurationHistogram sleep_seconds;  // the `sleep` request, as the host timed it
   DurationHistogram hibernate_seconds;
   DurationHistogram wake_seconds;
   std::optional<AdmissionAction> last_admission;

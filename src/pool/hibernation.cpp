@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pool/pool.hpp"
+#include "pool/transfer_rate.hpp"
 #include "probe/probe_error.hpp"
 #include "probe/proc_status.hpp"
 
@@ -48,9 +49,12 @@ std::string describe(const Worker& w) {
 nlohmann::json Hibernation::to_json() const {
   return {
       {"vram_moved", optional_bytes(vram_moved)},
+      {"vram_before", optional_bytes(vram_before)},
       {"ram_grown", optional_bytes(ram_grown)},
       {"seconds", seconds},
-      {"for_seconds", std::chrono::duration<double>(worker::Worker::Clock::now() - since).count()}};
+      {"for_seconds", std::chrono::duration<double>(worker::Worker::Clock::now() - since).count()},
+      {"driver_only_because",
+       driver_only_because.empty() ? nlohmann::json() : nlohmann::json(driver_only_because)}};
 }
 
 Hibernator& Pool::hibernator() {
@@ -71,11 +75,18 @@ std::optional<std::string> Pool::cannot_hibernate(const Slot& slot) const {
   if (!slot.config.hibernate) {
     return "environment '" + slot.config.name + "' has hibernate = false";
   }
-  if (w.state() != WorkerState::ready) {
+  if (w.state() != WorkerState::ready && w.state() != WorkerState::asleep) {
     return describe(w) + " is " + worker::worker_state_name(w.state()) + ", not idle";
   }
+  if (slot.wake_admitting) return describe(w) + " is waiting for room on the card to wake";
   if (!slot.queue.empty()) return describe(w) + " has requests waiting";
   return std::nullopt;
+}
+
+void Pool::back_to_idle(Slot& slot, const std::shared_ptr<Worker>& w) {
+  w->mark_awake();
+  if (slot.sleep) w->mark_asleep();
+  w->query("woken", [](Outcome) {});
 }
 
 void Pool::begin_hibernation(Slot& slot, Handler done) {
@@ -91,11 +102,45 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
     done(Outcome::success(not_done("hibernated", *why)));
     return;
   }
-  Hibernation record{.since = Clock::now()};
-  w->mark_hibernating();
   slot.idle_timer->cancel();
   slot.release_timer->cancel();
   slot.hibernate_timer->cancel();
+  slot.sleep_timer->cancel();
+  if (w->state() == WorkerState::asleep) {
+    checkpoint(slot, Hibernation{.since = Clock::now()}, std::move(done));
+    return;
+  }
+  // The worker moves its models itself at the bus's speed; the driver then moves only what is
+  // left (its context), which it does at a fraction of the speed.
+  put_to_sleep(slot, [this, &slot, w, done = std::move(done)](Outcome slept) mutable {
+    if (slot.worker != w ||
+        (w->state() != WorkerState::ready && w->state() != WorkerState::asleep)) {
+      done(Outcome::success(
+          not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+      return;
+    }
+    if (!slot.queue.empty()) {
+      done(Outcome::success(
+          not_done("hibernated",
+                   describe(*w) + " was asked for work while it slept; it serves that instead")));
+      pump(slot);
+      return;
+    }
+    Hibernation record{.since = Clock::now()};
+    if (w->state() != WorkerState::asleep) {
+      record.driver_only_because =
+          slept.ok() ? slept.value().value("reason", std::string("it did not sleep"))
+                     : std::string("its sleep failed: ") + slept.error().what();
+      spdlog::info("{} did not sleep ({}); the driver moves its models too", describe(*w),
+                   record.driver_only_because);
+    }
+    checkpoint(slot, std::move(record), std::move(done));
+  });
+}
+
+void Pool::checkpoint(Slot& slot, Hibernation record, Handler done) {
+  auto w = slot.worker;
+  w->mark_hibernating();
   // The worker's report, taken before the lock; from here it answers `memory` from that copy.
   w->query("hibernating", [this, &slot, w, record, done = std::move(done)](Outcome report) mutable {
     if (slot.worker != w || w->state() != WorkerState::hibernating) {
@@ -109,8 +154,7 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
     const auto sample = sampler_->sample({{w->pid(), cuda}}).at(0);
     // NVML sees any CUDA user, torch or not; the report sees torch in any pid namespace.
     if (!cuda && sample.vram_method != "nvml") {
-      w->mark_awake();
-      w->query("woken", [](Outcome) {});
+      back_to_idle(slot, w);
       done(Outcome::success(not_done(
           "hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
       pump(slot);
@@ -146,8 +190,7 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
     return;
   }
   if (outcome.kind != Kind::done) {
-    w->mark_awake();
-    w->query("woken", [](Outcome) {});
+    back_to_idle(slot, w);
     spdlog::info("{} was not hibernated: {}", describe(*w), outcome.message);
     done(Outcome::success(
         not_done("hibernated", describe(*w) + " was not hibernated: " + outcome.message)));
@@ -156,6 +199,12 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
   }
   w->mark_hibernated();
   record.seconds = outcome.seconds;
+  // The sleep's mapping is the worker's RSS too, grown before the driver's part was measured.
+  const std::uint64_t slept = slot.sleep ? slot.sleep->bytes : 0;
+  if (record.vram_moved) record.vram_before = *record.vram_moved + slept;
+  if (record.ram_grown) *record.ram_grown += slept;
+  if (record.vram_moved)
+    fold_transfer(measured_rates_.driver_out, *record.vram_moved, outcome.seconds);
   ++slot.metrics.hibernations;
   slot.metrics.hibernate_seconds.observe(outcome.seconds);
   slot.hibernation = record;
@@ -164,14 +213,18 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
       "checkpoint {:.0f} ms)",
       describe(*w), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
       outcome.first_ms, outcome.second_ms);
-  done(Outcome::success({{"hibernated", true},
-                         {"pid", w->pid()},
-                         {"generation", w->generation()},
-                         {"vram_moved", optional_bytes(record.vram_moved)},
-                         {"ram_grown", optional_bytes(record.ram_grown)},
-                         {"seconds", outcome.seconds},
-                         {"lock_ms", outcome.first_ms},
-                         {"checkpoint_ms", outcome.second_ms}}));
+  done(Outcome::success(
+      {{"hibernated", true},
+       {"pid", w->pid()},
+       {"generation", w->generation()},
+       {"vram_moved", optional_bytes(record.vram_moved)},
+       {"vram_before", optional_bytes(record.vram_before)},
+       {"slept", slot.sleep ? nlohmann::json(slot.sleep->to_json()) : nlohmann::json()},
+       {"driver_only_because", record.driver_only_because},
+       {"ram_grown", optional_bytes(record.ram_grown)},
+       {"seconds", outcome.seconds},
+       {"lock_ms", outcome.first_ms},
+       {"checkpoint_ms", outcome.second_ms}}));
   pump(slot);
 }
 
@@ -184,55 +237,71 @@ void Pool::begin_wake(Slot& slot, Handler done) {
     }
     return;
   }
-  if (w->state() != WorkerState::hibernated) {
+  const bool asleep = w->state() == WorkerState::asleep;
+  if (!asleep && w->state() != WorkerState::hibernated) {
     if (done) {
-      done(Outcome::success(not_done(
-          "woken",
-          describe(*w) + " is " + worker::worker_state_name(w->state()) + ", not hibernated")));
+      done(Outcome::success(not_done("woken", describe(*w) + " is " +
+                                                  worker::worker_state_name(w->state()) +
+                                                  ", neither hibernated nor asleep")));
     }
     return;
   }
-  const auto moved = slot.hibernation ? slot.hibernation->vram_moved : std::nullopt;
-  if (!moved || *moved == 0) {
-    restore(slot, w, std::nullopt, std::move(done));  // no GPU view, or nothing to put back
+  // What it moved off must fit again: the card may have filled since. The driver's part is
+  // unknown where NVML cannot see the worker; its models, the sleep's figure, never are.
+  std::uint64_t moved = slot.sleep ? slot.sleep->bytes : 0;
+  if (!asleep && slot.hibernation && slot.hibernation->vram_moved)
+    moved += *slot.hibernation->vram_moved;
+  const auto resume = [this, &slot, w, asleep](std::optional<memory::GrantId> grant, Handler done) {
+    if (asleep) {
+      wake_from_sleep(slot, w, grant, std::move(done));
+    } else {
+      restore(slot, w, grant, std::move(done));
+    }
+  };
+  if (moved == 0) {
+    resume(std::nullopt, std::move(done));  // no GPU view, or nothing to put back
     return;
   }
-  // What it moved off must fit again: the card may have filled since.
   slot.wake_admitting = true;
   queue_admission(std::make_shared<Admission>(Admission{
       .env = slot.config.name,
       .wake = true,
       .requester = w,
       .device = slot.config.device.value_or(0),
-      .bytes = *moved,
+      .bytes = moved,
       .asked_at = Clock::now(),
       .answer =
-          [this, &slot, w, bytes = *moved, done = std::move(done)](nlohmann::json answer) mutable {
-            if (slot.worker != w || w->state() != WorkerState::hibernated) {
+          [this, &slot, w, moved, resume, state = w->state(),
+           done = std::move(done)](nlohmann::json answer) mutable {
+            if (slot.worker == w) slot.wake_admitting = false;
+            if (slot.worker != w || w->state() != state) {
+              // Nothing else acts on a worker waiting to wake, so only its end gets here; its
+              // grant, if any, goes back at once.
+              const auto grant = answer.value("grant", nlohmann::json());
+              if (grant.is_number_unsigned()) grants_.settle(grant.get<memory::GrantId>());
               if (done) {
                 done(Outcome::success(
                     not_done("woken", describe(*w) + " ended before it could be woken")));
               }
+              if (slot.worker == w) pump(slot);
               return;
             }
-            slot.wake_admitting = false;
             if (!answer.value("granted", false)) {
               fail_wake(slot,
                         Error(ErrorKind::wake_failed,
                               describe(*w) + " could not be woken: no room on the card for the " +
-                                  mib_text(bytes) + " it moved off (" +
-                                  answer.value("explanation", std::string()) +
-                                  "); it stays hibernated, its state intact",
+                                  mib_text(moved) + " it moved off (" +
+                                  answer.value("explanation", std::string()) + "); it stays " +
+                                  worker::worker_state_name(state) + ", its state intact",
                               answer),
                         std::move(done));
               pump(slot);
               return;
             }
             const auto grant = answer.value("grant", nlohmann::json());
-            restore(slot, w,
-                    grant.is_number_unsigned() ? std::optional(grant.get<memory::GrantId>())
-                                               : std::nullopt,
-                    std::move(done));
+            resume(grant.is_number_unsigned() ? std::optional(grant.get<memory::GrantId>())
+                                              : std::nullopt,
+                   std::move(done));
           },
   }));
 }
@@ -243,14 +312,16 @@ void Pool::restore(Slot& slot, const std::shared_ptr<Worker>& w,
   const auto rss_before = rss_of(w->pid());
   hibernator().wake(w->pid(), [this, &slot, w, rss_before, grant,
                                done = std::move(done)](DriverOutcome outcome) mutable {
-    // The restored VRAM is the worker's own again, no longer a promise.
-    if (grant) grants_.settle(*grant);
+    // The restored VRAM is the worker's own again, no longer a promise; a worker that slept
+    // first holds its promise until its models are back too.
+    if (grant && !slot.sleep) grants_.settle(*grant);
+    const auto models_grant = slot.sleep ? grant : std::nullopt;
     if (slot.worker != w || w->state() != WorkerState::waking) {
       if (done)
         done(Outcome::success(not_done("woken", describe(*w) + " ended while it was being woken")));
       return;
     }
-    finish_wake(slot, w, std::move(outcome), rss_before, std::move(done));
+    finish_wake(slot, w, std::move(outcome), rss_before, models_grant, std::move(done));
   });
 }
 
@@ -267,8 +338,10 @@ void Pool::fail_wake(Slot& slot, const Error& error, Handler done) {
 }
 
 void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutcome outcome,
-                       std::optional<std::uint64_t> rss_before, Handler done) {
+                       std::optional<std::uint64_t> rss_before,
+                       std::optional<memory::GrantId> models_grant, Handler done) {
   if (outcome.kind != DriverOutcome::Kind::done) {
+    if (models_grant) grants_.settle(*models_grant);
     Error error(ErrorKind::wake_failed,
                 describe(*w) + " could not be woken: " + outcome.message +
                     "; it was retired and the next call starts a fresh worker");
@@ -282,24 +355,37 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
   std::optional<std::uint64_t> ram_freed;
   if (rss_before && rss_after) ram_freed = *rss_before > *rss_after ? *rss_before - *rss_after : 0;
   slot.hibernation.reset();
-  w->mark_awake();
-  w->query("woken", [](Outcome) {});
-  ++slot.metrics.wakes;
-  slot.metrics.wake_seconds.observe(outcome.seconds);
+  fold_transfer(measured_rates_.driver_in, moved.value_or(0), outcome.seconds);
   spdlog::info(
       "woke {}: {} of VRAM restored from its host RAM (RSS -{}) in {:.3f} s (restore {:.0f} ms, "
       "unlock {:.1f} ms)",
       describe(*w), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
       outcome.second_ms);
-  if (done) {
-    done(Outcome::success({{"woken", true},
-                           {"pid", w->pid()},
-                           {"generation", w->generation()},
-                           {"vram_restored", optional_bytes(moved)},
-                           {"seconds", outcome.seconds},
-                           {"restore_ms", outcome.first_ms},
-                           {"unlock_ms", outcome.second_ms}}));
+  nlohmann::json woken{{"woken", true},
+                       {"pid", w->pid()},
+                       {"generation", w->generation()},
+                       {"vram_restored", optional_bytes(moved)},
+                       {"seconds", outcome.seconds},
+                       {"restore_ms", outcome.first_ms},
+                       {"unlock_ms", outcome.second_ms}};
+  if (slot.sleep) {
+    // The driver gave back its context; the worker puts its models back itself. The grant of
+    // this wake covered both; it is settled once the models are back.
+    back_to_idle(slot, w);
+    wake_from_sleep(slot, w, models_grant,
+                    done ? Handler([done, woken](Outcome models) mutable {
+                      if (!models.ok()) return done(std::move(models));
+                      woken["models"] = models.value();
+                      done(Outcome::success(std::move(woken)));
+                    })
+                         : Handler());
+    return;
   }
+  w->mark_awake();
+  w->query("woken", [](Outcome) {});
+  ++slot.metrics.wakes;
+  slot.metrics.wake_seconds.observe(outcome.seconds);
+  if (done) done(Outcome::success(std::move(woken)));
   pump(slot);
 }
 

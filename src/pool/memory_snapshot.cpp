@@ -10,6 +10,8 @@ memory::WorkerState memory_state(worker::WorkerState state) {
       return memory::WorkerState::idle;
     case worker::WorkerState::hibernated:
       return memory::WorkerState::hibernated;
+    case worker::WorkerState::asleep:
+      return memory::WorkerState::asleep;
     case worker::WorkerState::starting:
       return memory::WorkerState::starting;
     default:
@@ -69,6 +71,13 @@ memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint 
     p.hibernated_bytes = w.hibernation->vram_moved.value_or(0);
     p.pss_counts_hibernated = true;  // read after the checkpoint
   }
+  p.can_sleep =
+      offers_sleep(w.hello) && context && report_figure(w.report, "torch_imported", false);
+  if (w.sleep) p.slept_bytes = w.sleep->bytes;
+  if (w.mean_start_seconds) {
+    p.start_time = std::chrono::duration_cast<memory::Duration>(
+        std::chrono::duration<double>(*w.mean_start_seconds));
+  }
   return p;
 }
 
@@ -77,6 +86,7 @@ memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint 
 memory::Snapshot make_snapshot(const PoolStatus& status, const HostSettings& host,
                                std::span<const memory::PendingGrant> pending, memory::TimePoint now) {
   memory::Snapshot snapshot{.taken_at = now, .settings = memory_settings(host)};
+  snapshot.settings.rates = status.rates;
   for (const auto& w : status.workers) {
     if (w.worker_state == worker::WorkerState::stopping || w.worker_state == worker::WorkerState::dead) continue;
     snapshot.processes.push_back(process_figures(w, now));

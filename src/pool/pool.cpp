@@ -28,6 +28,12 @@ Request Request::call(std::string env, std::string target, nlohmann::json args,
 
 namespace {
 
+// Alive and serving nothing: ready, or resting with its GPU state in its host RAM.
+bool is_idle(WorkerState state) {
+  return state == WorkerState::ready || state == WorkerState::hibernated ||
+         state == WorkerState::asleep;
+}
+
 nlohmann::json optional_json(const std::optional<std::uint64_t>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json();
 }
@@ -134,6 +140,7 @@ nlohmann::json PoolStatus::to_json() const {
       entry["cuda_initialized"] = report.value("cuda_initialized", false);
     }
     if (w.hibernation) entry["hibernation"] = w.hibernation->to_json();
+    if (w.sleep) entry["sleep"] = w.sleep->to_json();
     workers_json.push_back(std::move(entry));
   }
   nlohmann::json host{{"pid", host_pid}};
@@ -148,6 +155,10 @@ nlohmann::json PoolStatus::to_json() const {
   if (system_memory) {
     out["system_memory"] = {{"total", system_memory->total}, {"available", system_memory->available}};
   }
+  // The admission planner's prices, in seconds per GiB (start: seconds), as measured so far.
+  out["transfer_rates"] = {{"sleep_out", rates.sleep_out},   {"sleep_in", rates.sleep_in},
+                           {"driver_out", rates.driver_out}, {"driver_in", rates.driver_in},
+                           {"reload", rates.reload},         {"start", rates.start}};
   return out;
 }
 
@@ -166,6 +177,7 @@ Pool::Pool(Config config, PoolOptions options)
     slot.idle_timer = std::make_unique<asio::steady_timer>(io_);
     slot.release_timer = std::make_unique<asio::steady_timer>(io_);
     slot.hibernate_timer = std::make_unique<asio::steady_timer>(io_);
+    slot.sleep_timer = std::make_unique<asio::steady_timer>(io_);
   }
   if (options_.cuda_library.empty()) {
     const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
@@ -257,6 +269,7 @@ std::future<PoolStatus> Pool::status() {
 PoolStatus Pool::status_on_loop() const {
   PoolStatus status;
   status.host_pid = ::getpid();
+  status.rates = measured_rates_;
   const auto now = Clock::now();
   for (const auto& [name, slot] : slots_) {
     if (!slot.worker) continue;
@@ -273,12 +286,16 @@ PoolStatus Pool::status_on_loop() const {
                     .hello = w.hello(),
                     .pss_at_ready = slot.pss_at_ready,
                     .hibernation = slot.hibernation,
+                    .sleep = slot.sleep,
                     .hibernate_allowed = slot.config.hibernate,
                     .origin = slot.origin,
                     .zygote_pid = slot.zygote_pid};
-    if (w.state() == WorkerState::ready || w.state() == WorkerState::hibernated) {
+    if (is_idle(w.state())) {
       ws.idle_seconds = std::chrono::duration<double>(now - slot.idle_since).count();
     }
+    const auto& starts = slot.metrics.start_seconds;
+    if (starts.count() > 0)
+      ws.mean_start_seconds = starts.sum() / static_cast<double>(starts.count());
     status.workers.push_back(std::move(ws));
   }
   for (const auto& [name, slot] : slots_) {
@@ -450,6 +467,7 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     const char* key = request.kind == Request::Kind::release     ? "released"
                       : request.kind == Request::Kind::reap      ? "reaped"
                       : request.kind == Request::Kind::hibernate ? "hibernated"
+                      : request.kind == Request::Kind::sleep     ? "asleep"
                       : request.kind == Request::Kind::wake      ? "woken"
                                                                  : "answered";
     if (request.kind == Request::Kind::query) {
@@ -471,6 +489,12 @@ void Pool::submit_on_loop(Request request, Handler handler) {
   }
   if (request.kind == Request::Kind::wake) {
     begin_wake(slot, std::move(handler));
+    return;
+  }
+  if (request.kind == Request::Kind::sleep && slot.worker->state() == WorkerState::hibernated) {
+    handler(Outcome::success(
+        {{"asleep", false},
+         {"reason", "the worker is hibernated: its models are already off the card"}}));
     return;
   }
   if (request.kind == Request::Kind::release && slot.worker->state() == WorkerState::hibernated) {
@@ -500,16 +524,17 @@ void Pool::pump(Slot& slot) {
     start_worker(slot);
     return;
   }
-  // A hibernated worker is woken for work, but not to be reaped.
-  const bool reap_next = slot.queue.front().request.kind == Request::Kind::reap;
-  if (slot.worker->state() == WorkerState::hibernated && !reap_next) {
+  // A hibernated or asleep worker is woken for a call; a reap, release or sleep is answered
+  // as it is (dispatch).
+  const auto state = slot.worker->state();
+  const bool for_call = slot.queue.front().request.kind == Request::Kind::call;
+  const bool resting = state == WorkerState::hibernated || state == WorkerState::asleep;
+  if (resting && for_call) {
     if (!slot.wake_admitting) begin_wake(slot, nullptr);
     return;
   }
-  if (slot.worker->state() != WorkerState::ready &&
-      !(reap_next && slot.worker->state() == WorkerState::hibernated)) {
+  if (state != WorkerState::ready && !resting)
     return;  // its ready/reply/exit/hibernation pumps again
-  }
   auto pending = std::move(slot.queue.front());
   slot.queue.pop_front();
   dispatch(slot, std::move(pending));
@@ -534,6 +559,17 @@ void Pool::dispatch(Slot& slot, Pending pending) {
     retire(slot, "reap requested");
     pending.handler(Outcome::success({{"reaped", true}, {"pid", pid}, {"generation", generation}}));
     pump(slot);
+    return;
+  }
+  if (slot.worker->state() != WorkerState::ready) {  // resting: hibernated or asleep
+    answer_resting(slot, std::move(pending));
+    return;
+  }
+  if (request.kind == Request::Kind::sleep) {
+    put_to_sleep(slot, [this, &slot, handler = std::move(pending.handler)](Outcome outcome) {
+      handler(std::move(outcome));
+      pump(slot);
+    });
     return;
   }
   nlohmann::json message;
@@ -580,12 +616,31 @@ void Pool::dispatch(Slot& slot, Pending pending) {
             slot.idle_since = Clock::now();
             slot.released_since_call = false;
             slot.hibernated_since_call = false;
+            slot.slept_since_call = false;
           }
         }
         handler(std::move(outcome));
         pump(slot);
       },
       request.buffers.take(), ask_handler(std::move(request.on_ask)));
+}
+
+void Pool::answer_resting(Slot& slot, Pending pending) {
+  const auto& w = *slot.worker;
+  const bool asleep = w.state() == WorkerState::asleep;
+  nlohmann::json answer;
+  if (pending.request.kind == Request::Kind::sleep && asleep) {
+    answer = {
+        {"asleep", true}, {"already", true}, {"pid", w.pid()}, {"generation", w.generation()}};
+  } else {
+    const char* key = pending.request.kind == Request::Kind::sleep ? "asleep" : "released";
+    answer = {{key, false},
+              {"reason", asleep ? "the worker is asleep: its models and caches are in its host RAM"
+                                : "the worker is hibernated: it holds no VRAM"}};
+  }
+  pending.request.buffers.close();
+  pending.handler(Outcome::success(std::move(answer)));
+  pump(slot);
 }
 
 void Pool::start_worker(Slot& slot) {
@@ -681,6 +736,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     slot.worker = nullptr;
     grants_.drop_worker(slot.config.name);
     slot.hibernation.reset();
+    slot.sleep.reset();
     slot.wake_admitting = false;  // an admission for its wake finds it gone and moves on
   }
   if (!report.expected) {
@@ -702,7 +758,9 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   slot.release_timer->cancel();
   grants_.drop_worker(slot.config.name);
   slot.hibernate_timer->cancel();
+  slot.sleep_timer->cancel();
   slot.hibernation.reset();
+  slot.sleep.reset();
   slot.wake_admitting = false;
   ++slot.metrics.reaps;
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
@@ -713,14 +771,19 @@ void Pool::retire(Slot& slot, const std::string& reason) {
 void Pool::arm_idle_timers(Slot& slot) {
   if (!slot.worker) return;
   const auto state = slot.worker->state();
-  // A hibernated worker is still idle: it is reaped on time, but neither released nor
-  // hibernated again.
-  if (state != WorkerState::ready && state != WorkerState::hibernated) return;
+  // A hibernated or asleep worker is still idle: it is reaped on time, but not released (its
+  // caches went with its models); an asleep one may still be hibernated.
+  if (!is_idle(state)) return;
   if (!slot.released_since_call && state == WorkerState::ready) {
     arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
   }
-  if (state == WorkerState::ready && slot.config.hibernate && !slot.hibernated_since_call) {
+  const bool awake_or_asleep = state == WorkerState::ready || state == WorkerState::asleep;
+  if (awake_or_asleep && slot.config.hibernate && !slot.hibernated_since_call) {
     arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
+  }
+  if (state == WorkerState::ready && !slot.slept_since_call) {
+    arm_idle_timer(slot, *slot.sleep_timer, config_.host.idle_sleep,
+                   [this](Slot& s) { sleep_idle(s); });
   }
   arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
     retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
@@ -735,7 +798,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
                     action = std::move(action)](const asio::error_code& ec) mutable {
     if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
-    if ((state != WorkerState::ready && state != WorkerState::hibernated) || !slot.queue.empty()) return;
+    if (!is_idle(state) || !slot.queue.empty() || slot.wake_admitting) return;
     if (Clock::now() - slot.idle_since < window) {
       arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
@@ -800,7 +863,9 @@ void Pool::request_shutdown() {
     shutting_down_ = true;
     spdlog::info("shutting down: ending {} worker(s)", live_.size());
     admissions_.clear();
+    waiting_admissions_.clear();
     admission_timer_.cancel();
+    waiting_timer_.cancel();
     for (auto& [name, slot] : slots_) {
       fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
       if (slot.worker) retire(slot, "host shutdown");
@@ -822,6 +887,7 @@ void Pool::finish_shutdown_if_done() {
     slot.idle_timer->cancel();
     slot.release_timer->cancel();
     slot.hibernate_timer->cancel();
+    slot.sleep_timer->cancel();
   }
   pressure_timer_.cancel();
   work_.reset();

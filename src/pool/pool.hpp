@@ -69,13 +69,36 @@ struct PoolOptions {
 // What a hibernated worker moved off the card, for ps and the admission ledger.
 struct Hibernation {
   worker::Worker::Clock::time_point since;
-  // The worker's VRAM just before (NVML); nullopt where NVML cannot see it.
+  // What the driver moved: the worker's VRAM just before its checkpoint (NVML), after its sleep
+  // (so the context and what sleep left); nullopt where NVML cannot see it.
   std::optional<std::uint64_t> vram_moved;
-  // How much its RSS grew: the host RAM the GPU state now takes.
+  // All it had on the card before: what its sleep moved and what the driver moved.
+  std::optional<std::uint64_t> vram_before;
+  // How much its RSS grew, the sleep's part included: the host RAM the GPU state now takes.
   std::optional<std::uint64_t> ram_grown;
-  double seconds = 0;
+  double seconds = 0;  // the driver's part; a sleep before it is timed in Sleep
+  // Why the worker did not sleep first, so that the driver moved its models too (no torch, a
+  // CUDA graph alive, the sleep failed); empty when it slept, and the driver moved what was left.
+  std::string driver_only_because;
   [[nodiscard]] nlohmann::json to_json() const;
 };
+
+// What a worker's sleep moved into its own host RAM (docs/sleep.md), for ps, the admission of
+// its wake and the planner's rates. Kept while it is asleep, and while it is hibernated after
+// a sleep (the driver then moved only what was left on the card).
+struct Sleep {
+  worker::Worker::Clock::time_point since;
+  std::uint64_t bytes = 0;  // torch storages moved, as the worker counted them
+  std::uint64_t storages = 0;
+  // What stayed on the card (not resizable, not torch's): its context holds it.
+  std::uint64_t left_on_card = 0;
+  double seconds = 0;  // the worker's whole sleep, as it timed it
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+// Whether a worker's runtime offers `sleep`, from its hello's capabilities (null while it has
+// said no hello yet).
+bool offers_sleep(const nlohmann::json& hello);
 
 struct WorkerStatus {
   std::string env;
@@ -97,6 +120,10 @@ struct WorkerStatus {
   std::optional<std::uint64_t> pss_at_ready;
   // Set while the worker is hibernated.
   std::optional<Hibernation> hibernation;
+  // Set while its models are in its host RAM (asleep, or hibernated after a sleep).
+  std::optional<Sleep> sleep;
+  // Its environment's mean start to hello so far, what a reap's undo waits first; none yet: unset.
+  std::optional<double> mean_start_seconds;
   // [env.NAME] hibernate.
   bool hibernate_allowed = true;
   // "zygote" when forked from its environment's zygote (zygote_pid), "spawn" when started fresh.
@@ -116,6 +143,8 @@ struct PoolStatus {
   std::string gpu_unavailable_reason;
   std::optional<probe::SystemMemory> system_memory;
   std::optional<memory::Snapshot> snapshot;
+  // What sleeps, wakes and the driver took per GiB on this machine so far (the planner's prices).
+  memory::TransferRates rates;
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -141,7 +170,8 @@ struct Request {
     reap,       // end the worker once it is idle
     query,      // side lane: ping or memory, answered even mid-call
     hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
-    wake,       // restore a hibernated worker without a call
+    sleep,      // the idle worker moves its models into its host RAM itself (never starts one)
+    wake,       // restore a hibernated or asleep worker without a call
     // The embedding host itself needs VRAM (`message`: {"bytes", "device"}): admission makes
     // room with idle workers as for a worker's reserve_vram, and books no grant. `env` unused.
     make_room,
@@ -238,7 +268,8 @@ class Pool {
     Request request;
     Handler handler;
   };
-  // A request for VRAM waiting for the loop to decide (one at a time, in order): a worker's
+  // A request for VRAM waiting for the loop to decide (one at a time, in order, those waiting
+  // for busy workers set aside meanwhile): a worker's
   // reserve_vram, or the wake of a hibernated worker, which needs back what it moved off.
   struct Admission {
     std::string env;
@@ -258,9 +289,13 @@ class Pool {
     bool reaped_last_round = false;
     bool said_waiting = false;
     std::vector<std::string> steps_done;
+    // Each round's plan in words: the ways weighed, their prices, the one chosen.
+    std::vector<std::string> plans;
     // Workers whose hibernation was tried for this request and did not happen, with why: the
     // next plans reap them instead.
     std::map<std::string, std::string> not_hibernated;
+    // Likewise for sleeps: the next plans hibernate or reap them instead.
+    std::map<std::string, std::string> not_slept;
     // Added to the explanation (why there are no devices).
     std::string note;
   };
@@ -280,7 +315,11 @@ class Pool {
     bool released_since_call = false;
     std::optional<std::uint64_t> pss_at_ready;
     std::unique_ptr<asio::steady_timer> hibernate_timer;  // idle hibernate
+    std::unique_ptr<asio::steady_timer> sleep_timer;      // idle sleep
+    // The idle sleep tries once per idle spell, like the release.
+    bool slept_since_call = false;
     std::optional<Hibernation> hibernation;
+    std::optional<Sleep> sleep;
     // The hibernated worker's wake waits for admission to make room for it on the card.
     bool wake_admitting = false;
     // The idle timer tries once per idle spell, like the release.
@@ -310,6 +349,8 @@ class Pool {
                      const char* origin);
   void make_zygotes();
   void dispatch(Slot& slot, Pending pending);
+  // A release or sleep that reached a hibernated or asleep worker: answered without waking it.
+  void answer_resting(Slot& slot, Pending pending);
   // Request::on_ask as the worker takes it: answers posted back to the loop.
   worker::Worker::AskHandler ask_handler(decltype(Request::on_ask) on_ask);
   void retire(Slot& slot, const std::string& reason);
@@ -332,11 +373,30 @@ class Pool {
   void plan_admission(std::shared_ptr<Admission> job);
   void decide(const std::shared_ptr<Admission>& job, const PoolStatus& status);
   void make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
+  // A request that waits for busy workers steps out of the line, so later requests and wakes
+  // are decided meanwhile; every kWaitPoll the ones waiting go back to its front.
+  void set_aside(const std::shared_ptr<Admission>& job);
   void answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
   void expire_grants();
   void fail_queue(Slot& slot, const Error& error);
-  // Hibernation (hibernation.cpp).
+  // Sleep (sleep.cpp). Asks the idle worker to move its models into its host RAM; `done` hears
+  // the worker's receipt ({"asleep": true, ...} or {"asleep": false, "reason"}) or its error.
+  void put_to_sleep(Slot& slot, Handler done);
+  // Sends `wake` to the worker, which must be asleep with its room on the card admitted; marks
+  // it ready and pumps once it is. `done` may be empty (a call is waiting in the queue).
+  // `grant`, if any, is settled once the worker has answered.
+  void wake_from_sleep(Slot& slot, const std::shared_ptr<worker::Worker>& w,
+                       std::optional<memory::GrantId> grant, Handler done);
+  // After a sleep that failed: marks the worker asleep if its report says it is, then hands
+  // `failure` to `done`.
+  void check_asleep_after_failure(Slot& slot, const std::shared_ptr<worker::Worker>& w,
+                                  Outcome failure, Handler done);
+  // Hibernation (hibernation.cpp): sleep first, then the driver's checkpoint of what is left.
   void begin_hibernation(Slot& slot, Handler done);
+  // The driver's part, once the worker slept or could not (record.driver_only_because).
+  void checkpoint(Slot& slot, Hibernation record, Handler done);
+  // A hibernation that did not happen leaves the worker as it was: ready, or asleep.
+  void back_to_idle(Slot& slot, const std::shared_ptr<worker::Worker>& w);
   void finish_hibernation(Slot& slot, const std::shared_ptr<worker::Worker>& w, Hibernation record,
                           DriverOutcome outcome, Handler done);
   // Restores the slot's hibernated worker once admission has made room on the card for what it
@@ -345,11 +405,14 @@ class Pool {
   void begin_wake(Slot& slot, Handler done);
   void restore(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                std::optional<memory::GrantId> grant, Handler done);
+  // `models_grant`: the wake's grant, still open while a slept worker's models come back.
   void finish_wake(Slot& slot, const std::shared_ptr<worker::Worker>& w, DriverOutcome outcome,
-                   std::optional<std::uint64_t> rss_before, Handler done);
+                   std::optional<std::uint64_t> rss_before,
+                   std::optional<memory::GrantId> models_grant, Handler done);
   // Hands `error` to `done`, or else to the queue's first request.
   void fail_wake(Slot& slot, const Error& error, Handler done);
   void hibernate_idle(Slot& slot);
+  void sleep_idle(Slot& slot);
   [[nodiscard]] std::optional<std::string> cannot_hibernate(const Slot& slot) const;
   Hibernator& hibernator();
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
@@ -382,8 +445,12 @@ class Pool {
   memory::GrantBook grants_;
   std::deque<std::shared_ptr<Admission>> admissions_;
   bool admission_running_ = false;
+  std::deque<std::shared_ptr<Admission>> waiting_admissions_;
+  asio::steady_timer waiting_timer_{io_};
   asio::steady_timer admission_timer_{io_};
   asio::steady_timer pressure_timer_{io_};
+  // What sleeps, wakes and the driver took per GiB on this machine, for the planner.
+  memory::TransferRates measured_rates_;
   // Made at the first hibernation; its thread makes the driver's calls.
   std::unique_ptr<Hibernator> hibernator_;
   std::thread thread_;

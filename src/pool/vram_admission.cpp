@@ -32,6 +32,22 @@ constexpr int kMaxRounds = 6;
 
 std::uint64_t to_mib(std::uint64_t bytes) { return bytes >> 20; }
 
+// Whether a worker in `state` can take `step` now: one that started a call since the plan was
+// made is left alone.
+bool can_take(memory::StepKind step, WorkerState state) {
+  switch (step) {
+    case memory::StepKind::release:
+    case memory::StepKind::sleep:
+      return state == WorkerState::ready;
+    case memory::StepKind::hibernate:
+      return state == WorkerState::ready || state == WorkerState::asleep;
+    case memory::StepKind::reap:
+      return state == WorkerState::ready || state == WorkerState::asleep ||
+             state == WorkerState::hibernated;
+  }
+  return false;
+}
+
 }  // namespace
 
 void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const nlohmann::json& request,
@@ -140,6 +156,7 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
   auto snapshot = *status.snapshot;
   for (auto& p : snapshot.processes) {
     if (job->not_hibernated.contains(p.worker_id)) p.hibernation.driver_supports = false;
+    if (job->not_slept.contains(p.worker_id)) p.can_sleep = false;
   }
   const memory::AdmissionRequest request{.requester = job->env,
                                          .device = static_cast<int>(job->device),
@@ -155,6 +172,13 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
     });
     return;
   }
+  if (job->wake && !plan.device_found && status.devices.empty()) {
+    // With no view of the card the books cannot say no; keeping the worker from ever waking
+    // would be worse than its wake failing on a full card, which leaves it as it was.
+    plan.outcome = memory::AdmissionOutcome::grant;
+    job->note = "there is no GPU view (" + status.gpu_unavailable_reason +
+                "): the wake goes ahead unchecked";
+  }
   if (plan.outcome == memory::AdmissionOutcome::grant) {
     if (!job->for_host)
       plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
@@ -166,18 +190,32 @@ void Pool::decide(const std::shared_ptr<Admission>& job, const PoolStatus& statu
       job->said_waiting = true;
       spdlog::info("admission for '{}' waits for busy workers: {}", job->env, plan.explain());
     }
-    admission_timer_.expires_after(kWaitPoll);
-    admission_timer_.async_wait([this, job](const asio::error_code& ec) {
-      if (!ec) plan_admission(job);
-    });
+    set_aside(job);
     return;
   } else if (needs_steps) {
     plan.outcome = memory::AdmissionOutcome::refuse;  // rounds of steps did not make the room
   }
-  if (!plan.device_found && status.devices.empty() && !status.gpu_unavailable_reason.empty()) {
+  if (job->note.empty() && !plan.device_found && status.devices.empty() &&
+      !status.gpu_unavailable_reason.empty()) {
     job->note = "there is no GPU view: " + status.gpu_unavailable_reason;
   }
   answer_admission(job, plan);
+}
+
+void Pool::set_aside(const std::shared_ptr<Admission>& job) {
+  waiting_admissions_.push_back(job);
+  admission_running_ = false;
+  if (waiting_admissions_.size() == 1) {
+    // One poll for all that wait: each is planned again, first in the line, in its turn.
+    waiting_timer_.expires_after(kWaitPoll);
+    waiting_timer_.async_wait([this](const asio::error_code& ec) {
+      if (ec || shutting_down_) return;
+      auto waiting = std::exchange(waiting_admissions_, {});
+      admissions_.insert(admissions_.begin(), waiting.begin(), waiting.end());
+      next_admission();
+    });
+  }
+  asio::post(io_, [this] { next_admission(); });
 }
 
 void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan) {
@@ -190,7 +228,9 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
                       return a.kind < b.kind;
                     })->kind;
   job->reaped_last_round = kind == memory::StepKind::reap;
-  spdlog::info("admission for '{}' makes room ({} first): {}", job->env, memory::to_string(kind), plan.explain());
+  job->plans.push_back(plan.explain());
+  spdlog::info("admission for '{}' makes room ({} first): {}", job->env, memory::to_string(kind),
+               job->plans.back());
   // Releases and hibernations in flight.
   auto releases = std::make_shared<std::size_t>(0);
   std::vector<std::weak_ptr<Worker>> reaped;
@@ -200,10 +240,8 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
     if (it == slots_.end()) continue;
     Slot& slot = it->second;
     // The plan was made from a snapshot; a worker that has since started a call is left alone.
-    const bool idle = slot.worker && (slot.worker->state() == WorkerState::ready ||
-                                      (step.kind == memory::StepKind::reap &&
-                                       slot.worker->state() == WorkerState::hibernated));
-    if (!idle || slot.worker->pid() != step.pid || !slot.queue.empty()) continue;
+    if (!slot.worker || slot.wake_admitting || !can_take(step.kind, slot.worker->state())) continue;
+    if (slot.worker->pid() != step.pid || !slot.queue.empty()) continue;
     const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
     switch (step.kind) {
       case memory::StepKind::release:
@@ -212,6 +250,22 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
         job->steps_done.push_back("released '" + step.worker_id + "'");
         job->made_room = std::max(job->made_room, memory::AdmissionOutcome::release_then_grant);
         release(slot, why, [releases] { --*releases; });
+        break;
+      case memory::StepKind::sleep:
+        ++*releases;
+        put_to_sleep(slot, [this, job, releases, &slot, env = step.worker_id](Outcome outcome) {
+          --*releases;
+          if (outcome.ok() && outcome.value().value("asleep", false)) {
+            note_admission_step(slot, "slept", job->env);
+            job->steps_done.push_back("slept '" + env + "'");
+            job->made_room = std::max(job->made_room, memory::AdmissionOutcome::sleep_then_grant);
+          } else {
+            job->not_slept[env] =
+                outcome.ok() ? outcome.value().value("reason", std::string("did not sleep"))
+                             : outcome.error().what();
+          }
+          pump(slot);
+        });
         break;
       case memory::StepKind::reap:
         note_admission_step(slot, "reaped", job->env);
@@ -277,6 +331,8 @@ void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory:
   for (const auto& step : job->steps_done) done += (done.empty() ? "" : ", ") + step;
   for (const auto& [env, why] : job->not_hibernated)
     explanation += "; could not hibernate '" + env + "': " + why;
+  for (const auto& [env, why] : job->not_slept)
+    explanation += "; could not sleep '" + env + "': " + why;
   const auto purpose = job->wake ? " for its wake" : "";
   if (granted) {
     spdlog::info("admission granted {} MiB on GPU {} to '{}'{}{} in {:.3f} s: {}",
@@ -300,6 +356,8 @@ void Pool::answer_admission(const std::shared_ptr<Admission>& job, const memory:
                {"grantable", plan.grantable},
                {"steps", job->steps_done},
                {"not_hibernated", job->not_hibernated},
+               {"not_slept", job->not_slept},
+               {"plans", job->plans},
                {"waited_seconds", waited},
                {"explanation", explanation}});
   admission_running_ = false;

@@ -18,8 +18,8 @@ using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
 
 // The states a worker reports (worker_state_name), each a series of isohost_worker_state.
-constexpr std::array<const char*, 7> kWorkerStates{"starting",    "ready",      "busy",  "stopping",
-                                                   "hibernating", "hibernated", "waking"};
+constexpr std::array<const char*, 8> kWorkerStates{
+    "starting", "ready", "busy", "stopping", "hibernating", "hibernated", "waking", "asleep"};
 
 // A family made from one field of each environment in the `metrics` answer.
 struct EnvField {
@@ -27,24 +27,27 @@ struct EnvField {
   const char* name;
   const char* help;
 };
-constexpr std::array<EnvField, 9> kCounters{{
+constexpr std::array<EnvField, 10> kCounters{{
     {"calls", "isohost_calls_total", "Calls answered by a worker, with a value or an error."},
     {"call_errors", "isohost_call_errors_total",
      "Calls that failed: raised, crashed or timed out."},
     {"crashes", "isohost_worker_crashes_total", "Workers that ended without being asked to."},
     {"starts", "isohost_worker_starts_total", "Workers that started and said hello."},
     {"releases", "isohost_releases_total", "Releases of a worker's caches."},
+    {"sleeps", "isohost_sleeps_total", "Sleeps: a worker's models moved into its RAM by itself."},
     {"hibernations", "isohost_hibernations_total",
      "Hibernations: a worker's GPU state moved into its RAM."},
-    {"wakes", "isohost_wakes_total", "Wakes of a hibernated worker."},
+    {"wakes", "isohost_wakes_total", "Wakes of an asleep or hibernated worker."},
     {"reaps", "isohost_reaps_total", "Workers ended by the host: asked, idle, RAM or admission."},
     {"refusals", "isohost_admission_refusals_total", "VRAM admissions refused."},
 }};
 
-constexpr std::array<EnvField, 4> kHistograms{{
+constexpr std::array<EnvField, 5> kHistograms{{
     {"call_seconds", "isohost_call_duration_seconds", "Time of a call, as its caller waited."},
     {"start_seconds", "isohost_worker_start_duration_seconds",
      "Time from spawn or fork to a worker's hello."},
+    {"sleep_seconds", "isohost_sleep_duration_seconds",
+     "Time for a worker to move its models into its RAM."},
     {"hibernate_seconds", "isohost_hibernate_duration_seconds",
      "Time to move a worker's GPU state into its RAM."},
     {"wake_seconds", "isohost_wake_duration_seconds", "Time to restore a worker's GPU state."},

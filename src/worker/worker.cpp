@@ -123,6 +123,8 @@ const char* worker_state_name(WorkerState state) {
     case WorkerState::hibernating: return "hibernating";
     case WorkerState::hibernated: return "hibernated";
     case WorkerState::waking: return "waking";
+    case WorkerState::asleep:
+      return "asleep";
   }
   return "unknown";
 }
@@ -545,18 +547,25 @@ bool Worker::move_state(std::initializer_list<WorkerState> from, WorkerState to)
   return false;
 }
 
-bool Worker::mark_hibernating() { return move_state({WorkerState::ready}, WorkerState::hibernating); }
+bool Worker::mark_asleep() { return move_state({WorkerState::ready}, WorkerState::asleep); }
+bool Worker::mark_hibernating() {
+  return move_state({WorkerState::ready, WorkerState::asleep}, WorkerState::hibernating);
+}
 bool Worker::mark_hibernated() { return move_state({WorkerState::hibernating}, WorkerState::hibernated); }
 bool Worker::mark_waking() { return move_state({WorkerState::hibernated}, WorkerState::waking); }
 bool Worker::mark_awake() {
-  return move_state({WorkerState::hibernating, WorkerState::waking}, WorkerState::ready);
+  return move_state({WorkerState::hibernating, WorkerState::waking, WorkerState::asleep},
+                    WorkerState::ready);
 }
 
 void Worker::condemn(Error reason) {
   if (state_ == WorkerState::dead) return;
   if (!cause_) cause_ = std::move(reason);
   // A starting or busy worker keeps its state: its death fails the start or the request.
-  if (state_ == WorkerState::ready || is_hibernation_state(state_)) state_ = WorkerState::stopping;
+  if (state_ == WorkerState::ready || state_ == WorkerState::asleep ||
+      is_hibernation_state(state_)) {
+    state_ = WorkerState::stopping;
+  }
   proc::signal_group(pid_, SIGKILL);
 }
 
@@ -568,9 +577,10 @@ Error Worker::death_error(const proc::ExitStatus& status) const {
     return Error(ErrorKind::shutting_down, identity() + " was shut down (" + status.describe() + ")");
   }
   const std::string during = state_ == WorkerState::starting ? " before saying hello"
-                             : main_handler_                ? " during " + main_what_
-                             : is_hibernation_state(state_) ? std::string(" while ") + worker_state_name(state_)
-                                                            : " while idle";
+                             : main_handler_                 ? " during " + main_what_
+                             : is_hibernation_state(state_) || state_ == WorkerState::asleep
+                                 ? std::string(" while ") + worker_state_name(state_)
+                                 : " while idle";
   return Error(ErrorKind::crashed, identity() + " " + status.describe() + during + stderr_tail(),
                nlohmann::json{{"exit", status.describe()}});
 }

@@ -104,6 +104,10 @@ enum class WorkerState {
   hibernating,  // idle; its GPU state is being moved into its host RAM
   hibernated,   // idle, alive, holding no VRAM; the next call wakes it first
   waking,       // its GPU state is being restored
+  // Sleep (docs/sleep.md): ready -> (the `sleep` request: busy) -> asleep -> (`wake`: busy) ->
+  // ready. The worker itself moved its torch storages into its host RAM; it holds only its
+  // context. asleep -> hibernating: the driver then moves the context too.
+  asleep,  // idle, alive, its models in its host RAM; the next call wakes it first
 };
 const char* worker_state_name(WorkerState state);
 
@@ -183,12 +187,14 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // Kills the worker's group now; pending handlers get `reason`.
   void kill(Error reason);
 
-  // Hibernation steps, in order. Each moves one state on and returns true, or returns false
-  // and changes nothing when the worker is not where the step starts (it died meanwhile).
-  bool mark_hibernating();  // ready -> hibernating
+  // Hibernation and sleep steps, in order. Each moves one state on and returns true, or returns
+  // false and changes nothing when the worker is not where the step starts (it died meanwhile).
+  bool mark_asleep();       // ready -> asleep (its `sleep` request answered that it slept)
+  bool mark_hibernating();  // ready or asleep -> hibernating
   bool mark_hibernated();   // hibernating -> hibernated
   bool mark_waking();       // hibernated -> waking
-  bool mark_awake();        // hibernating or waking -> ready (a lock refused, or a restore done)
+  // hibernating, waking or asleep -> ready (a lock refused, a restore done, a `wake` to send)
+  bool mark_awake();
 
   [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] unsigned generation() const { return options_.generation; }

@@ -12,49 +12,13 @@ the card; the host never in nvidia-smi's process list.
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
+from gpu_checks import GIB, MIB, ServedHost, alive, apps, check, device_used, results, within
+
 ISOHOST = sys.argv[1]
-MIB = 1 << 20
-GIB = 1 << 30
-results = []
-
-
-def check(name, ok, detail):
-    results.append(bool(ok))
-    print(("PASS " if ok else "FAIL ") + name + ": " + detail, flush=True)
-
-
-def within(value, expected, fraction):
-    return value is not None and abs(value - expected) <= fraction * expected
-
-
-def smi(*query):
-    return subprocess.run(["nvidia-smi", *query], check=True, capture_output=True, text=True).stdout
-
-
-def apps():
-    out = smi("--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits")
-    listed = {}
-    for line in out.strip().splitlines():
-        pid, used = [x.strip() for x in line.split(",")]
-        listed[int(pid)] = int(used) * MIB
-    return listed
-
-
-def device_used():
-    return int(smi("--query-gpu=memory.used", "--format=csv,noheader,nounits").strip().splitlines()[0]) * MIB
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 BUSY_MODULE = """
@@ -82,47 +46,16 @@ def stop():
 """
 
 
-class Host:
+class Host(ServedHost):
     def __init__(self, tmp):
-        self.socket = os.path.join(tmp, "control.sock")
-        config = os.path.join(tmp, "isohost.toml")
-        with open(config, "w") as f:
-            f.write('[host]\nidle_release_seconds = 0\n'
-                    '[env.gpu]\npython = "python3"\n[env.bare]\npython = "python3"\n'
-                    '[env.busy]\npython = "python3"\npath = ["%s"]\n' % tmp)
         # A worker whose own thread keeps the GPU busy between calls: the driver's lock must
         # time out (CUDA_ERROR_NOT_READY) and leave it running.
         with open(os.path.join(tmp, "gpu_busy.py"), "w") as f:
             f.write(BUSY_MODULE)
-        self.log = open(os.path.join(tmp, "host.log"), "w")
-        self.process = subprocess.Popen([ISOHOST, "--log-level", "info", "serve", "--config", config,
-                                         "--socket", self.socket], stdout=self.log, stderr=self.log)
-        deadline = time.time() + 20
-        while not os.path.exists(self.socket) and time.time() < deadline:
-            time.sleep(0.05)
-
-    def cli(self, *args, timeout=120):
-        return subprocess.run([ISOHOST, *args, "--socket", self.socket], capture_output=True, text=True,
-                              timeout=timeout)
-
-    def call(self, env, function, args="[]", module="isohost_worker.stages"):
-        done = self.cli("call", env, module + ":" + function, "--args", args)
-        if done.returncode != 0:
-            raise RuntimeError("call %s failed: %s" % (function, done.stderr))
-        return json.loads(done.stdout)
-
-    def op(self, op, env):
-        done = self.cli(op, env)
-        return json.loads(done.stdout) if done.stdout.strip() else {"error": done.stderr}
-
-    def ps(self):
-        return json.loads(self.cli("ps", "--json").stdout)
-
-    def worker(self, env):
-        for w in self.ps()["workers"]:
-            if w["env"] == env:
-                return w
-        return None
+        super().__init__(ISOHOST, tmp,
+                         '[host]\nidle_release_seconds = 0\n'
+                         '[env.gpu]\npython = "python3"\n[env.bare]\npython = "python3"\n'
+                         '[env.busy]\npython = "python3"\npath = ["%s"]\n' % tmp)
 
 
 def host_absent(host, when):
@@ -168,8 +101,11 @@ def main_checks(tmp):
         grown = (worker.get("hibernation") or {}).get("ram_grown")
         check("ps shows the RAM it holds: grown by its VRAM within 5%", within(grown, before or 0, 0.05),
               "RAM grown %s MB, VRAM was %s MiB" % (grown and grown // 10**6, before and before // MIB))
-        check("answer's vram_moved is the worker's VRAM", within(answer.get("vram_moved"), before or 0, 0.02),
-              "%s" % answer.get("vram_moved"))
+        # The worker slept first: the driver moved only what was left (vram_moved), the sleep the
+        # rest; vram_before is both.
+        check("answer's vram_before is the worker's VRAM", within(answer.get("vram_before"), before or 0, 0.02),
+              "%s (driver %s, slept %s)" % (answer.get("vram_before"), answer.get("vram_moved"),
+                                            (answer.get("slept") or {}).get("bytes")))
 
         got = host.call("gpu", "held_checksum")
         w = host.worker("gpu")

@@ -8,7 +8,7 @@ F = "isohost_test_funcs:"
 MIB = 1024 * 1024
 
 REPORT_FIELDS = {"pid", "torch", "torch_imported", "cuda_initialized", "cuda_module_loading",
-                 "device", "allocator", "release_can_free"}
+                 "device", "allocator", "release_can_free", "asleep"}
 RECEIPT_FIELDS = {"rss_before", "rss_after", "reserved_before", "reserved_after",
                   "gc_collected", "callbacks", "seconds"}
 
@@ -22,6 +22,7 @@ def test_memory_report_without_torch(worker):
     assert report["cuda_initialized"] is False
     assert report["cuda_module_loading"] is None
     assert report["device"] is None and report["allocator"] is None
+    assert report["asleep"] is None
 
 
 def test_memory_report_names_cuda_module_loading(spawn):
@@ -109,3 +110,15 @@ def test_hibernating_freezes_the_report_until_woken(worker):
 
 def test_hibernation_ops_are_advertised_on_the_side_lane(worker):
     assert {"hibernating", "woken"} <= set(worker.hello["capabilities"])
+
+
+def test_sleep_and_wake_are_advertised(worker):
+    assert {"sleep", "wake"} <= set(worker.hello["capabilities"])
+
+
+def test_sleep_without_torch_moves_nothing(worker):
+    # Sleep moves torch's storages (docs/sleep.md); tests/torch covers the rest of it.
+    assert worker.request("sleep")["value"] == {"asleep": False, "reason": "torch is not imported"}
+    assert worker.request("wake")["value"] == {"woken": False, "reason": "not asleep"}
+    assert worker.request("memory")["value"]["asleep"] is None
+    assert worker.value(F + "add", 2, 3) == 5

@@ -31,7 +31,7 @@ def test_hello_fields(worker):
         "executable": sys.executable,
         "torch": _installed_torch(),
         "capabilities": ["call", "ping", "memory", "release", "hibernating", "woken", "shutdown", "answer",
-                         "interrupt"],
+                         "interrupt", "sleep", "wake"],
     }
     assert worker.value("isohost_test_funcs:protocol_version") == frames.VERSION
 

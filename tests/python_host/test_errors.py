@@ -168,6 +168,17 @@ def test_release_reap_and_ps(fresh_host):
     assert worker_pid(fresh_host) != pid
 
 
+def test_sleep_hibernate_and_wake_say_why_they_did_nothing(fresh_host):
+    pid = worker_pid(fresh_host)  # a worker without torch: nothing on any card
+    assert fresh_host.sleep("w") == {"asleep": False, "reason": "torch is not imported"}
+    hibernated = fresh_host.hibernate("w")
+    assert hibernated["hibernated"] is False and "no CUDA context" in hibernated["reason"]
+    woken = fresh_host.wake("w")
+    assert woken["woken"] is False and "is ready, neither hibernated nor asleep" in woken["reason"]
+    assert fresh_host.sleep("other")["reason"] == "no worker is running for environment 'other'"
+    assert worker_pid(fresh_host) == pid
+
+
 def test_a_signal_interrupts_a_waiting_call_and_the_host_serves_on(fresh_host):
     import signal
 

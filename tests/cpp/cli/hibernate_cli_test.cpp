@@ -87,7 +87,7 @@ TEST_F(HibernateCli, HibernateShowsInPsAndWakeRestores) {
   EXPECT_EQ(hibernated.status, 0) << hibernated.out;
   EXPECT_EQ(nlohmann::json::parse(hibernated.out)["hibernated"], true);
   const auto ps = run(cli("ps"));
-  EXPECT_THAT(ps.out, HasSubstr("HIBERNATED"));
+  EXPECT_THAT(ps.out, HasSubstr("IN-RAM"));
   EXPECT_THAT(ps.out, ::testing::ContainsRegex("g +" + std::to_string(pid) + " +1 hibernated"));
   const auto woken = run(cli("wake g"));
   EXPECT_EQ(woken.status, 0) << woken.out;
@@ -95,7 +95,7 @@ TEST_F(HibernateCli, HibernateShowsInPsAndWakeRestores) {
   const auto again = run(cli("wake g"));
   EXPECT_EQ(again.status, 1) << "a wake that did not happen fails";
   EXPECT_THAT(again.out, HasSubstr("wake g: worker 'g' (pid " + std::to_string(pid) +
-                                   ", generation 1) is ready, not hibernated"));
+                                   ", generation 1) is ready, neither hibernated nor asleep"));
   const auto p = std::to_string(pid);
   EXPECT_EQ(read_file(dir_.path + "/calls"),
             "cuInit 0\nstate " + p + "\nlock " + p + " 2000\ncheckpoint " + p + "\nstate " + p +

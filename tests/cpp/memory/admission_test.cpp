@@ -1,6 +1,10 @@
 // The admission planner, table-driven: one row per situation, the outcome and the steps it
 // must choose. Figures in MiB; the card is 24 GiB, the reserve 512 MiB, so a card with
-// `free 1200` has 688 MiB grantable.
+// `free 1200` has 688 MiB grantable. The planner takes the cheapest set of steps that covers
+// the shortfall, priced at the default rates (MemorySettings::rates): a release costs nothing,
+// a hibernation without sleep 0.45 + 0.18 s per GiB it moves, a reap 5 s (no start measured)
+// + 0.5 s per GiB held. Workers here cannot sleep unless a row says so; sleep's own cases are
+// in admission_cost_test.cpp.
 
 #include "memory/admission.hpp"
 
@@ -61,13 +65,15 @@ const std::vector<AdmissionCase> kCases = {
      .outcome = release_then_grant,
      .steps = {"release a"},
      .expected_mib = 2736},
-    {.name = "release_largest_reclaimable_first",
+    // Only b's cache covers alone; releasing both would cost the same, in one more step.
+    {.name = "release_the_cache_that_covers",
      .workers = {{.id = "a", .cache_mib = 500}, {.id = "b", .cache_mib = 3000}},
      .free_mib = 1200,
      .need_mib = 2000,
      .outcome = release_then_grant,
      .steps = {"release b"},
      .expected_mib = 3688},
+    // a and b cover together, and no single cache does; c would be a step too many.
     {.name = "release_several_until_enough",
      .workers = {{.id = "a", .cache_mib = 1000},
                  {.id = "b", .cache_mib = 800},
@@ -122,6 +128,25 @@ const std::vector<AdmissionCase> kCases = {
      .steps = {"reap a"},
      .expected_mib = 3300,
      .adjust = [](Snapshot& s) { set_ram(s, 2000, 0, 0); }},
+    {.name = "hibernate_the_smaller_that_covers",
+     // Once hibernated the largest first (a, 3612 MiB: 2.22 s); b covers too and moves 1612 MiB
+     // (0.99 s).
+     .workers = {{.id = "a", .held_mib = 3000, .hibernatable = true},
+                 {.id = "b", .held_mib = 1000, .hibernatable = true}},
+     .free_mib = 1200,
+     .need_mib = 2000,
+     .outcome = hibernate_then_grant,
+     .steps = {"hibernate b"},
+     .expected_mib = 2300},
+    {.name = "reap_when_a_fresh_start_is_cheaper_than_hibernating",
+     // Once hibernated whenever it could be. Its environment starts in 0.5 s: the reap costs
+     // 0.5 s + 2000 MiB x 0.5 s/GiB = 1.48 s, the hibernation 2612 MiB x 0.63 s/GiB = 1.61 s.
+     .workers = {{.id = "a", .held_mib = 2000, .hibernatable = true, .start_s = 0.5}},
+     .free_mib = 1200,
+     .need_mib = 2500,
+     .outcome = reap_then_grant,
+     .steps = {"reap a"},
+     .expected_mib = 3300},
     {.name = "hibernate_the_one_that_fits_in_ram",
      .workers = {{.id = "a", .held_mib = 3000, .hibernatable = true},
                  {.id = "b", .held_mib = 1000, .hibernatable = true}},
@@ -131,7 +156,8 @@ const std::vector<AdmissionCase> kCases = {
      .steps = {"hibernate b"},
      .expected_mib = 2300,
      .adjust = [](Snapshot& s) { set_ram(s, 4000, 1024, 0); }},
-    {.name = "reap_largest_fixed_plus_held_first",
+    // Only b covers alone; a and c together fall short.
+    {.name = "reap_the_one_that_covers_alone",
      .workers = {{.id = "a", .held_mib = 1000},
                  {.id = "b", .held_mib = 3000},
                  {.id = "c", .held_mib = 500}},
@@ -140,6 +166,15 @@ const std::vector<AdmissionCase> kCases = {
      .outcome = reap_then_grant,
      .steps = {"reap b"},
      .expected_mib = 4300},
+    {.name = "reap_the_smaller_that_covers",
+     // Once reaped the largest first (b: 5 s + 1.46 s reload); a covers too and has less to
+     // rebuild (5 s + 0.49 s).
+     .workers = {{.id = "a", .held_mib = 1000}, {.id = "b", .held_mib = 3000}},
+     .free_mib = 1200,
+     .need_mib = 2000,
+     .outcome = reap_then_grant,
+     .steps = {"reap a"},
+     .expected_mib = 2300},
     {.name = "reap_least_recently_used_on_ties",
      .workers = {{.id = "a", .held_mib = 1000, .last_used_s = 100},
                  {.id = "b", .held_mib = 1000, .last_used_s = 50},
@@ -149,6 +184,7 @@ const std::vector<AdmissionCase> kCases = {
      .outcome = reap_then_grant,
      .steps = {"reap b"},
      .expected_mib = 2300},
+    // c and one of a, b are needed; a and b cost the same, and b was used less recently.
     {.name = "reap_in_order_until_enough",
      .workers = {{.id = "a", .held_mib = 1000, .last_used_s = 100},
                  {.id = "b", .held_mib = 1000, .last_used_s = 50},
@@ -304,16 +340,20 @@ TEST_P(AdmissionTable, ChoosesOutcomeAndSteps) {
 INSTANTIATE_TEST_SUITE_P(Planner, AdmissionTable, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
 
-// The design's own example, word for word where it matters.
+// The design's own example, word for word, with each step's price and the way not taken.
 TEST(AdmissionExplain, SaysTheArithmeticOfReleaseThenReap) {
   const Snapshot snapshot =
       snapshot_of({{.id = "a", .cache_mib = 2048}, {.id = "b", .held_mib = 900}}, 1200);
   const AdmissionPlan plan = plan_admission(snapshot, request_for(4096));
   EXPECT_EQ(plan.explain(),
             "need 4096 MiB on GPU 0: free 1200 MiB - reserve 512 MiB - pending 0 MiB = 688 MiB "
-            "grantable; short by 3408 MiB: releasing idle 'a' (cache 2048 MiB), then reaping idle "
-            "'b' (fixed 612 MiB + held 900 MiB) gives 688 MiB + 3560 MiB = 4248 MiB >= 4096 MiB; "
-            "reap, then grant");
+            "grantable; short by 3408 MiB: releasing idle 'a' (cache 2048 MiB) [now 0 s; to undo "
+            "0 s], then reaping idle 'b' (fixed 612 MiB + held 900 MiB) [now 0 s; to undo 5.00 s "
+            "start (none measured) + 0.44 s reload (900 MiB at 0.50 s/GiB) = 5.44 s] gives "
+            "688 MiB + 3560 MiB = 4248 MiB >= 4096 MiB; costs 0 s now + 5.44 s to undo = 5.44 s, "
+            "the least of the ways open to 2 idle workers (every combination weighed); not "
+            "chosen: reaping 'a' would give 2660 MiB for 5.00 s start (none measured); reap, then "
+            "grant");
 }
 
 TEST(AdmissionExplain, StepsCarryTheBytesEachGivesBack) {
@@ -535,8 +575,8 @@ TEST(AdmissionDevice, ForeignUsageNamedInTheExplanation) {
       << plan.explain();
 }
 
-// Sixteen workers, as `isohost bench admission` plans: the plan is well formed and takes
-// the largest first. (Timing is the bench's job, not a unit test's.)
+// Sixteen workers, as `isohost bench admission` plans: the plan is well formed and leaves the
+// busy ones alone. (Timing is the bench's job, not a unit test's.)
 TEST(AdmissionScale, SixteenWorkers) {
   std::vector<WorkerRow> rows;
   for (int i = 0; i < 16; ++i) {

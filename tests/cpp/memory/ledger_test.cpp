@@ -1,11 +1,13 @@
 // The books: how one worker's VRAM splits into fixed, held and reclaimable; how a device's
 // grantable figure keeps the reserve, pending grants and foreign usage out; how hibernation
-// moves a worker's bytes from the device ledger to the RAM ledger.
+// moves a worker's bytes from the device ledger to the RAM ledger, and which part of it a
+// sleep moves first.
 
 #include "memory/ledger.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -141,6 +143,63 @@ TEST(HibernatedWorker, NotCountedTwiceOnceReadingsShowIt) {
   EXPECT_EQ(ledger.ram.available, mib(25292));
 }
 
+TEST(SleepingWorker, HoldingCarriesWhatThePlannerPricesWith) {
+  Snapshot snapshot =
+      snapshot_of({{.id = "a", .held_mib = 2000, .can_sleep = true, .start_s = 3.5}}, 20000);
+  const Ledger ledger = build_ledger(snapshot);  // kept: the holding is a reference into it
+  const VramHolding& a = ledger.device(0)->holdings.front();
+  EXPECT_TRUE(a.can_sleep);
+  EXPECT_TRUE(a.sleeps_now());
+  ASSERT_TRUE(a.start_time.has_value());
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(*a.start_time).count(), 3500);
+  EXPECT_FALSE(vram_holding(snapshot_of({{.id = "b"}}, 20000).processes.front()).start_time);
+}
+
+TEST(SleepingWorker, HibernationMovesHeldBySleepAndFixedByTheDriver) {
+  const Snapshot snapshot =
+      snapshot_of({{.id = "s", .held_mib = 2000, .cache_mib = 100, .can_sleep = true},
+                   {.id = "d", .held_mib = 2000, .cache_mib = 100}},
+                  20000);
+  const Ledger ledger = build_ledger(snapshot);
+  const DeviceLedger& gpu = *ledger.device(0);
+  const VramHolding& sleeps = gpu.holdings[0];
+  EXPECT_EQ(sleeps.hibernation_moves(), mib(2612));  // released first: the cache is dropped
+  EXPECT_EQ(sleeps.hibernation_by_sleep(), mib(2000));
+  EXPECT_EQ(sleeps.hibernation_by_driver(), mib(612));
+  const VramHolding& driver_only = gpu.holdings[1];
+  EXPECT_EQ(driver_only.hibernation_by_sleep(), 0u);
+  EXPECT_EQ(driver_only.hibernation_by_driver(), mib(2612));
+}
+
+TEST(SleepingWorker, AsleepHoldsItsContextOnTheCardAndItsModelsInRam) {
+  // Its sleep moved 10240 MiB; the PSS reading already shows them.
+  Snapshot snapshot = snapshot_of({{.id = "z",
+                                    .state = WorkerState::asleep,
+                                    .pss_mib = 10840,
+                                    .can_sleep = true,
+                                    .slept_mib = 10240}},
+                                  20000);
+  const Ledger ledger = build_ledger(snapshot);
+  const VramHolding& z = ledger.device(0)->holdings.front();
+  EXPECT_EQ(z.used(), mib(612));
+  EXPECT_EQ(z.fixed, mib(612));
+  EXPECT_EQ(z.slept_bytes, mib(10240));
+  EXPECT_FALSE(z.sleeps_now());  // never slept again
+  EXPECT_EQ(z.hibernation_by_sleep(), 0u);
+  EXPECT_EQ(z.hibernation_by_driver(), mib(612));
+  EXPECT_EQ(ledger.ram.workers_total(), mib(10840));  // not counted twice
+  EXPECT_EQ(ledger.ram.available, mib(32768));
+  EXPECT_EQ(to_string(WorkerState::asleep), "asleep");
+}
+
+TEST(SleepingWorker, RatesTravelFromTheSettingsToTheBooks) {
+  Snapshot snapshot = snapshot_of({}, 20000);
+  snapshot.settings.rates.sleep_out = 0.02;
+  const Ledger ledger = build_ledger(snapshot);
+  EXPECT_EQ(ledger.rates.sleep_out, 0.02);
+  EXPECT_EQ(ledger.rates.driver_out, TransferRates{}.driver_out);
+}
+
 struct RoomCase {
   std::string name;
   Bytes available_mib, floor_mib, budget_mib, extra_mib;
@@ -175,6 +234,15 @@ TEST(MemoryUnits, MibTextAndSecondsText) {
   EXPECT_EQ(seconds_text(std::chrono::seconds(30)), "30 s");
   EXPECT_EQ(seconds_text(std::chrono::milliseconds(2500)), "2.5 s");
   EXPECT_EQ(saturating_sub(1, 2), 0u);
+}
+
+TEST(MemoryUnits, PriceTextAndRateText) {
+  EXPECT_EQ(price_text(0), "0 s");
+  EXPECT_EQ(price_text(0.5), "0.50 s");
+  EXPECT_EQ(price_text(5.4395), "5.44 s");
+  EXPECT_EQ(rate_text(0.05), "0.05 s/GiB");
+  EXPECT_EQ(rate_text(0.5), "0.50 s/GiB");
+  EXPECT_EQ(rate_text(0.018), "0.018 s/GiB");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // reads like the situation it tests.
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,15 @@ struct WorkerRow {
   bool hibernatable = false;
   Bytes pss_mib = 600;
   int device = 0;
+  bool can_sleep = false;
+  Bytes slept_mib = 0;  // in its host RAM after a sleep (and inside pss_mib: add it there)
+  std::optional<double> start_s{};  // its environment's median start; none measured by default
 };
+
+inline std::optional<Duration> start_time_of(const WorkerRow& row) {
+  if (!row.start_s) return std::nullopt;
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*row.start_s));
+}
 
 inline ProcessFigures figures_of(const WorkerRow& row) {
   static std::int32_t next_pid = 1000;
@@ -46,7 +55,10 @@ inline ProcessFigures figures_of(const WorkerRow& row) {
           .hibernation = {.env_allows = row.hibernatable,
                           .driver_supports = row.hibernatable,
                           .has_cuda_context = row.context_mib > 0},
-          .device = row.device};
+          .device = row.device,
+          .can_sleep = row.can_sleep,
+          .slept_bytes = mib(row.slept_mib),
+          .start_time = start_time_of(row)};
 }
 
 // GPU 0 with `free_mib` free and `foreign_mib` held by processes isohost does not manage;

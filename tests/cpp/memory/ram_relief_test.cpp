@@ -103,6 +103,13 @@ const std::vector<ReliefCase> kCases = {
      .budget_mib = 5000,
      .reaps = {"h"},
      .needed = true},
+    {.name = "asleep_worker_counts_its_models_in_ram",
+     .workers = {{.id = "a", .pss_mib = 1500},
+                 {.id = "z", .state = asleep, .pss_mib = 10840}},  // 10240 MiB slept
+     .available_mib = 8000,
+     .budget_mib = 10000,
+     .reaps = {"z"},
+     .needed = true},
     {.name = "busy_and_starting_are_never_reaped",
      .workers = {{.id = "p", .state = busy, .pss_mib = 5000},
                  {.id = "s", .state = starting, .pss_mib = 3000},

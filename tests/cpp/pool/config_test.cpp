@@ -164,10 +164,10 @@ std::string refusal(const std::string& text) {
   return "";
 }
 
-const char* const kHostSecondsKeys[] = {"call_timeout_seconds",   "start_timeout_seconds",
-                                        "idle_release_seconds",   "idle_reap_seconds",
-                                        "shutdown_grace_seconds", "admission_wait_seconds",
-                                        "grant_lifetime_seconds", "idle_hibernate_seconds"};
+const char* const kHostSecondsKeys[] = {
+    "call_timeout_seconds",   "start_timeout_seconds",  "idle_release_seconds",
+    "idle_reap_seconds",      "shutdown_grace_seconds", "admission_wait_seconds",
+    "grant_lifetime_seconds", "idle_hibernate_seconds", "idle_sleep_seconds"};
 
 TEST(Config, EverySecondsKeyRefusesNanInfNegativeAndOverAYear) {
   // 1e300 s overflowed the conversion to milliseconds; a year and a second overflows nothing
@@ -211,6 +211,7 @@ TEST(Config, SecondsUpToAYearAreTaken) {
   EXPECT_EQ(config.host.admission_wait, year);
   EXPECT_EQ(config.host.grant_lifetime, year);
   EXPECT_EQ(config.host.idle_hibernate, year);
+  EXPECT_EQ(config.host.idle_sleep, year);
   EXPECT_EQ(config.environments.at("a").call_timeout, std::chrono::milliseconds(1));
 }
 

@@ -267,7 +267,8 @@ TEST_F(Hibernate, RequestsInEveryState) {
   EXPECT_TRUE(pool->status().get().workers.empty());
   const pid_t pid = pool->call("g", kContext).get()["pid"];
   // Ready: wake has nothing to do.
-  EXPECT_THAT(wake(*pool)["reason"].get<std::string>(), HasSubstr("is ready, not hibernated"));
+  EXPECT_THAT(wake(*pool)["reason"].get<std::string>(),
+              HasSubstr("is ready, neither hibernated nor asleep"));
   // Busy: never hibernated mid-call, never waited for.
   auto busy = pool->call("g", "isohost_test_funcs:sleep", {0.5});
   ASSERT_TRUE(eventually([&] { return worker_of(*pool).state == "busy"; }));
@@ -278,7 +279,7 @@ TEST_F(Hibernate, RequestsInEveryState) {
   ASSERT_TRUE(eventually([&] { return worker_of(*pool).state == "hibernating"; }));
   EXPECT_THAT(hibernate(*pool)["reason"].get<std::string>(), HasSubstr("is hibernating, not idle"));
   EXPECT_THAT(wake(*pool)["reason"].get<std::string>(),
-              HasSubstr("is hibernating, not hibernated"));
+              HasSubstr("is hibernating, neither hibernated nor asleep"));
   auto call = pool->call("g", "isohost_fake_cuda_context:compute", {5});
   EXPECT_EQ(hibernating.get()["hibernated"], true);
   EXPECT_EQ(call.get(), 10);

@@ -69,6 +69,13 @@ def reserve(mib, keep_seconds=0.0, wait_first=0.0):
     return dict(reservation.figures, granted=reservation.granted, outcome=reservation.outcome)
 
 
+def reserve_after_mark(mark, mib):
+    """Create the file `mark`, then ask for `mib` MiB: a test waits for the file to know the ask
+    is on its way."""
+    open(mark, "w").close()
+    return reserve(mib)
+
+
 def reserve_in_context(mib):
     """reserve_vram as a context manager: the refusal raises VramRefused."""
     with isohost_worker.reserve_vram(mib * MIB) as reservation:
