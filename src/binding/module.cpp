@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "binding/pending_call.hpp"
+#include "control/status_json.hpp"
 #include "pool/caller_polling.hpp"
 #include "pool/pool.hpp"
 #include "wire/frame.hpp"
@@ -101,7 +102,7 @@ class Core {
   std::string status() {
     refuse_if_closed();
     py::gil_scoped_release release;
-    return dump(pool_->status_with_memory().get().to_json());
+    return dump(control::status_json(pool_->status_with_memory().get()));
   }
 
   void close() {

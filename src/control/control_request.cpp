@@ -3,6 +3,7 @@
 #include <asio/post.hpp>
 
 #include "control/request_line.hpp"
+#include "control/status_json.hpp"
 
 namespace isohost::control {
 namespace {
@@ -20,7 +21,7 @@ nlohmann::json success(nlohmann::json value) { return {{"ok", true}, {"value", s
 nlohmann::json metrics_json(const pool::PoolMetrics& metrics) {
   nlohmann::json envs = nlohmann::json::object();
   for (const auto& [name, env] : metrics.envs) envs[name] = env.to_json(metrics.taken_at);
-  return {{"status", metrics.status.to_json()},
+  return {{"status", status_json(metrics.status)},
           {"sample_age_seconds", metrics.sample_age_seconds},
           {"uptime_seconds", metrics.uptime_seconds},
           {"ram_sweeps", metrics.ram_sweeps},
@@ -51,7 +52,7 @@ void handle_request(pool::Pool& pool, const std::string& line,
   }
   if (request.op == "ps") {
     pool.status_with_memory_on_loop(
-        [reply](const pool::PoolStatus& status) { reply(success(status.to_json())); });
+        [reply](const pool::PoolStatus& status) { reply(success(status_json(status))); });
   } else if (request.op == "metrics") {
     pool.metrics_on_loop(kMetricsSampleAge, [reply](const pool::PoolMetrics& metrics) {
       reply(success(metrics_json(metrics)));

@@ -78,7 +78,8 @@ std::optional<std::string> Pool::cannot_hibernate(const Slot& slot) const {
   if (w.state() != WorkerState::ready && w.state() != WorkerState::asleep) {
     return describe(w) + " is " + worker::worker_state_name(w.state()) + ", not idle";
   }
-  if (slot.wake_admitting) return describe(w) + " is waiting for room on the card to wake";
+  if (slot.state == EnvState::admitting_wake)
+    return describe(w) + " is waiting for room on the card to wake";
   if (!slot.queue.empty()) return describe(w) + " has requests waiting";
   return std::nullopt;
 }
@@ -230,7 +231,7 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
 
 void Pool::begin_wake(Slot& slot, Handler done) {
   auto w = slot.worker;
-  if (slot.wake_admitting) {
+  if (slot.state == EnvState::admitting_wake) {
     if (done) {
       done(Outcome::success(
           not_done("woken", describe(*w) + " is waiting for room on the card to wake")));
@@ -262,7 +263,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
     resume(std::nullopt, std::move(done));  // no GPU view, or nothing to put back
     return;
   }
-  slot.wake_admitting = true;
+  slot.state = EnvState::admitting_wake;
   queue_admission(std::make_shared<Admission>(Admission{
       .env = slot.config.name,
       .wake = true,
@@ -273,7 +274,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
       .answer =
           [this, &slot, w, moved, resume, state = w->state(),
            done = std::move(done)](nlohmann::json answer) mutable {
-            if (slot.worker == w) slot.wake_admitting = false;
+            if (slot.worker == w) slot.state = EnvState::running;
             if (slot.worker != w || w->state() != state) {
               // Nothing else acts on a worker waiting to wake, so only its end gets here; its
               // grant, if any, goes back at once.
@@ -390,7 +391,7 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
 }
 
 void Pool::hibernate_idle(Slot& slot) {
-  slot.hibernated_since_call = true;
+  slot.idle_step = IdleStep::hibernated;
   const auto name = slot.config.name;
   begin_hibernation(slot, [name](Outcome outcome) {
     if (!outcome.ok()) return;  // logged where it failed

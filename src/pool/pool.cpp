@@ -8,7 +8,6 @@
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
-#include "memory/ledger.hpp"
 #include "pool/memory_snapshot.hpp"
 #include "pool/polling_loop.hpp"
 #include "probe/probe_error.hpp"
@@ -32,48 +31,6 @@ namespace {
 bool is_idle(WorkerState state) {
   return state == WorkerState::ready || state == WorkerState::hibernated ||
          state == WorkerState::asleep;
-}
-
-nlohmann::json optional_json(const std::optional<std::uint64_t>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
-}
-
-// RSS, PSS, private, VRAM of one process; nulls where unknown, never a guessed 0.
-void add_memory(nlohmann::json& out, const std::optional<ProcessMemory>& memory) {
-  if (!memory) return;
-  if (memory->ram) {
-    out["rss"] = memory->ram->rss;
-    out["pss"] = memory->ram->pss;
-    out["private"] = memory->ram->private_bytes();
-    out["private_anon"] = memory->ram->pss_anon;
-    out["swap"] = memory->ram->swap;
-  } else {
-    out["memory_error"] = memory->error;
-  }
-  out["vram"] = optional_json(memory->vram);
-  out["vram_method"] = memory->vram_method;
-}
-
-// Per device, the books: what the card has, what isohost's workers hold split by what gives it
-// back, what other processes hold, what is kept in reserve and what is promised.
-nlohmann::json devices_json(const PoolStatus& status) {
-  auto out = nlohmann::json::array();
-  const auto ledger = status.snapshot ? memory::build_ledger(*status.snapshot) : memory::Ledger{};
-  for (const auto& d : status.devices) {
-    nlohmann::json entry{{"index", d.device.index},  {"name", d.device.name}, {"total", d.device.total},
-                         {"free", d.device.free},    {"used", d.device.used}, {"foreign", optional_json(d.foreign)}};
-    if (const auto* books = ledger.device(static_cast<int>(d.device.index))) {
-      entry["workers_vram"] = books->workers_used();
-      entry["fixed"] = books->workers_fixed();
-      entry["held"] = books->workers_held();
-      entry["reclaimable"] = books->workers_reclaimable();
-      entry["reserve"] = books->reserve;
-      entry["pending"] = books->pending;
-      entry["grantable"] = books->grantable();
-    }
-    out.push_back(std::move(entry));
-  }
-  return out;
 }
 
 // The environment's variables, with its GPU pinned when it names one: NVML numbers cards in
@@ -107,60 +64,6 @@ void sample_zygotes(MemorySampler& sampler, std::vector<ZygoteStatus>& zygotes) 
 }
 
 }  // namespace
-
-nlohmann::json PoolStatus::to_json() const {
-  auto workers_json = nlohmann::json::array();
-  for (const auto& w : workers) {
-    nlohmann::json entry{
-        {"env", w.env},
-        {"pid", w.pid},
-        {"generation", w.generation},
-        {"state", w.state},
-        {"idle_seconds", w.idle_seconds},
-        {"calls", w.calls},
-        // A worker still starting has said no hello yet (null).
-        {"python", w.hello.is_object() ? w.hello.value("python", nlohmann::json()) : nullptr},
-        {"torch", w.hello.is_object() ? w.hello.value("torch", nlohmann::json()) : nullptr},
-        {"origin", w.origin},
-        {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid) : nlohmann::json()}};
-    add_memory(entry, w.memory);
-    if (w.memory) {
-      // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
-      // Reclaimable: the allocator's cache, which release gives back.
-      // A worker that did not answer (it died, or its call holds the GIL) has no report.
-      const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
-      const auto allocator = report.value("allocator", nlohmann::json());
-      const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
-      const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
-      entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
-      entry["fixed_vram"] = w.memory->vram ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
-                                           : nlohmann::json();
-      entry["fixed_ram"] = optional_json(w.pss_at_ready);
-      entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
-      entry["cuda_initialized"] = report.value("cuda_initialized", false);
-    }
-    if (w.hibernation) entry["hibernation"] = w.hibernation->to_json();
-    if (w.sleep) entry["sleep"] = w.sleep->to_json();
-    workers_json.push_back(std::move(entry));
-  }
-  nlohmann::json host{{"pid", host_pid}};
-  add_memory(host, host_memory);
-  nlohmann::json out{{"host", std::move(host)}, {"workers", std::move(workers_json)}};
-  out["zygotes"] = nlohmann::json::array();
-  for (const auto& z : zygotes) out["zygotes"].push_back(z.to_json());
-  if (host_memory) {
-    out["devices"] = devices_json(*this);
-    if (devices.empty()) out["gpu"] = gpu_unavailable_reason;
-  }
-  if (system_memory) {
-    out["system_memory"] = {{"total", system_memory->total}, {"available", system_memory->available}};
-  }
-  // The admission planner's prices, in seconds per GiB (start: seconds), as measured so far.
-  out["transfer_rates"] = {{"sleep_out", rates.sleep_out},   {"sleep_in", rates.sleep_in},
-                           {"driver_out", rates.driver_out}, {"driver_in", rates.driver_in},
-                           {"reload", rates.reload},         {"start", rates.start}};
-  return out;
-}
 
 Pool::Pool(Config config, PoolOptions options)
     : config_(std::move(config)), options_(std::move(options)), work_(io_.get_executor()) {
@@ -512,11 +415,12 @@ void Pool::pump(Slot& slot) {
     return;
   }
   if (slot.queue.empty()) {
+    if (slot.state == EnvState::awaiting_zygote) slot.state = EnvState::empty;  // nobody waits now
     arm_idle_timers(slot);
     return;
   }
   if (!slot.worker) {
-    if (slot.forking) return;  // the fork's answer pumps again
+    if (slot.state == EnvState::forking) return;  // the fork's answer pumps again
     if (auto refusal = slot.backoff.refusal(Clock::now(), slot.config.name)) {
       fail_queue(slot, Error(ErrorKind::crash_loop, *refusal));
       return;
@@ -530,7 +434,7 @@ void Pool::pump(Slot& slot) {
   const bool for_call = slot.queue.front().request.kind == Request::Kind::call;
   const bool resting = state == WorkerState::hibernated || state == WorkerState::asleep;
   if (resting && for_call) {
-    if (!slot.wake_admitting) begin_wake(slot, nullptr);
+    if (slot.state != EnvState::admitting_wake) begin_wake(slot, nullptr);
     return;
   }
   if (state != WorkerState::ready && !resting)
@@ -614,9 +518,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
             grants_.drop_worker(slot.config.name);
             ++slot.calls;
             slot.idle_since = Clock::now();
-            slot.released_since_call = false;
-            slot.hibernated_since_call = false;
-            slot.slept_since_call = false;
+            slot.idle_step = IdleStep::none;
           }
         }
         handler(std::move(outcome));
@@ -651,6 +553,7 @@ void Pool::start_worker(Slot& slot) {
         fork_worker(slot);
         return;
       case Zygote::Readiness::wait:
+        slot.state = EnvState::awaiting_zygote;
         return;  // the zygote's change pumps again
       case Zygote::Readiness::unavailable:
         break;
@@ -708,6 +611,7 @@ void Pool::spawn_worker(Slot& slot, unsigned generation) {
   try {
     slot.worker = Worker::launch(io_, worker_options(slot, generation), worker_events(slot, weak));
   } catch (const Error& e) {
+    slot.state = EnvState::empty;
     slot.start_began.reset();
     slot.backoff.record_failure(Clock::now(), e.what());
     fail_queue(slot, e);
@@ -719,6 +623,7 @@ void Pool::spawn_worker(Slot& slot, unsigned generation) {
 void Pool::track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>>& weak,
                          const char* origin) {
   *weak = slot.worker;
+  slot.state = EnvState::running;
   slot.start_began.reset();
   slot.calls = 0;
   slot.origin = origin;
@@ -737,7 +642,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     grants_.drop_worker(slot.config.name);
     slot.hibernation.reset();
     slot.sleep.reset();
-    slot.wake_admitting = false;  // an admission for its wake finds it gone and moves on
+    slot.state = EnvState::empty;  // an admission for its wake finds it gone and moves on
   }
   if (!report.expected) {
     slot.backoff.record_failure(Clock::now(), report.reason);
@@ -761,7 +666,7 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   slot.sleep_timer->cancel();
   slot.hibernation.reset();
   slot.sleep.reset();
-  slot.wake_admitting = false;
+  slot.state = EnvState::empty;
   ++slot.metrics.reaps;
   spdlog::info("retiring worker '{}' (pid {}, generation {}): {}", slot.config.name, w->pid(),
                w->generation(), reason);
@@ -774,14 +679,14 @@ void Pool::arm_idle_timers(Slot& slot) {
   // A hibernated or asleep worker is still idle: it is reaped on time, but not released (its
   // caches went with its models); an asleep one may still be hibernated.
   if (!is_idle(state)) return;
-  if (!slot.released_since_call && state == WorkerState::ready) {
+  if (slot.idle_step < IdleStep::released && state == WorkerState::ready) {
     arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
   }
   const bool awake_or_asleep = state == WorkerState::ready || state == WorkerState::asleep;
-  if (awake_or_asleep && slot.config.hibernate && !slot.hibernated_since_call) {
+  if (awake_or_asleep && slot.config.hibernate && slot.idle_step < IdleStep::hibernated) {
     arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
   }
-  if (state == WorkerState::ready && !slot.slept_since_call) {
+  if (state == WorkerState::ready && slot.idle_step < IdleStep::slept) {
     arm_idle_timer(slot, *slot.sleep_timer, config_.host.idle_sleep,
                    [this](Slot& s) { sleep_idle(s); });
   }
@@ -798,7 +703,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
                     action = std::move(action)](const asio::error_code& ec) mutable {
     if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
-    if (!is_idle(state) || !slot.queue.empty() || slot.wake_admitting) return;
+    if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake) return;
     if (Clock::now() - slot.idle_since < window) {
       arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
@@ -809,7 +714,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
 
 void Pool::release(Slot& slot, const std::string& why, std::function<void()> done) {
   if (slot.worker->state() != WorkerState::ready) return;
-  slot.released_since_call = true;
+  slot.idle_step = std::max(slot.idle_step, IdleStep::released);
   const auto pid = slot.worker->pid();
   const auto generation = slot.worker->generation();
   const auto name = slot.config.name;
@@ -878,7 +783,8 @@ void Pool::request_shutdown() {
 void Pool::finish_shutdown_if_done() {
   if (!live_.empty() || stopped_) return;
   for (const auto& [name, slot] : slots_) {
-    if (slot.forking || (slot.zygote && slot.zygote->alive())) return;  // its end calls again
+    if (slot.state == EnvState::forking || (slot.zygote && slot.zygote->alive()))
+      return;  // its end calls again
   }
   stopped_ = true;
   for (auto& hook : stopped_hooks_) hook();

@@ -36,11 +36,12 @@
 #include "pool/config.hpp"
 #include "pool/crash_backoff.hpp"
 #include "pool/env_metrics.hpp"
+#include "pool/env_state.hpp"
 #include "pool/hibernator.hpp"
 #include "pool/memory_sampler.hpp"
+#include "pool/pool_status.hpp"
+#include "pool/request.hpp"
 #include "pool/zygote.hpp"
-#include "probe/meminfo.hpp"
-#include "wire/shared_fds.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
 
@@ -49,6 +50,10 @@ namespace isohost::pool {
 using worker::Error;
 using worker::ErrorKind;
 using worker::Outcome;
+
+// Whether a worker's runtime offers `sleep`, from its hello's capabilities (null while it has
+// said no hello yet).
+bool offers_sleep(const nlohmann::json& hello);
 
 struct PoolOptions {
   // Directory holding the isohost_worker package; empty finds it next to the program.
@@ -64,135 +69,6 @@ struct PoolOptions {
   std::chrono::milliseconds hibernate_lock_timeout{2000};
   // How long the event loop polls after a burst of work before it sleeps (polling_loop.hpp).
   std::chrono::microseconds poll_window{50};
-};
-
-// What a hibernated worker moved off the card, for ps and the admission ledger.
-struct Hibernation {
-  worker::Worker::Clock::time_point since;
-  // What the driver moved: the worker's VRAM just before its checkpoint (NVML), after its sleep
-  // (so the context and what sleep left); nullopt where NVML cannot see it.
-  std::optional<std::uint64_t> vram_moved;
-  // All it had on the card before: what its sleep moved and what the driver moved.
-  std::optional<std::uint64_t> vram_before;
-  // How much its RSS grew, the sleep's part included: the host RAM the GPU state now takes.
-  std::optional<std::uint64_t> ram_grown;
-  double seconds = 0;  // the driver's part; a sleep before it is timed in Sleep
-  // Why the worker did not sleep first, so that the driver moved its models too (no torch, a
-  // CUDA graph alive, the sleep failed); empty when it slept, and the driver moved what was left.
-  std::string driver_only_because;
-  [[nodiscard]] nlohmann::json to_json() const;
-};
-
-// What a worker's sleep moved into its own host RAM (docs/sleep.md), for ps, the admission of
-// its wake and the planner's rates. Kept while it is asleep, and while it is hibernated after
-// a sleep (the driver then moved only what was left on the card).
-struct Sleep {
-  worker::Worker::Clock::time_point since;
-  std::uint64_t bytes = 0;  // torch storages moved, as the worker counted them
-  std::uint64_t storages = 0;
-  // What stayed on the card (not resizable, not torch's): its context holds it.
-  std::uint64_t left_on_card = 0;
-  double seconds = 0;  // the worker's whole sleep, as it timed it
-  [[nodiscard]] nlohmann::json to_json() const;
-};
-
-// Whether a worker's runtime offers `sleep`, from its hello's capabilities (null while it has
-// said no hello yet).
-bool offers_sleep(const nlohmann::json& hello);
-
-struct WorkerStatus {
-  std::string env;
-  pid_t pid = -1;
-  unsigned generation = 0;
-  std::string state;
-  worker::WorkerState worker_state = worker::WorkerState::starting;
-  // The GPU it is booked on ([env.NAME] device, else 0).
-  unsigned device = 0;
-  double idle_seconds = 0;
-  std::uint64_t calls = 0;
-  worker::Worker::Clock::time_point spawned_at;
-  std::optional<worker::Worker::Clock::time_point> ready_at;
-  nlohmann::json hello;
-  // Filled by status_with_memory: measured from outside, and the worker's own report.
-  std::optional<ProcessMemory> memory;
-  nlohmann::json report;
-  // PSS when the worker said hello: the interpreter and its imports, its fixed RAM cost.
-  std::optional<std::uint64_t> pss_at_ready;
-  // Set while the worker is hibernated.
-  std::optional<Hibernation> hibernation;
-  // Set while its models are in its host RAM (asleep, or hibernated after a sleep).
-  std::optional<Sleep> sleep;
-  // Its environment's mean start to hello so far, what a reap's undo waits first; none yet: unset.
-  std::optional<double> mean_start_seconds;
-  // [env.NAME] hibernate.
-  bool hibernate_allowed = true;
-  // "zygote" when forked from its environment's zygote (zygote_pid), "spawn" when started fresh.
-  std::string origin = "spawn";
-  pid_t zygote_pid = -1;
-};
-
-struct PoolStatus {
-  pid_t host_pid = -1;
-  std::vector<WorkerStatus> workers;
-  // One per environment with `preload`.
-  std::vector<ZygoteStatus> zygotes;
-  // With memory: the host process itself (it holds no CUDA context), the devices, the
-  // machine's RAM, and the books made from them all (with the grants pending).
-  std::optional<ProcessMemory> host_memory;
-  std::vector<DeviceMemory> devices;
-  std::string gpu_unavailable_reason;
-  std::optional<probe::SystemMemory> system_memory;
-  std::optional<memory::Snapshot> snapshot;
-  // What sleeps, wakes and the driver took per GiB on this machine so far (the planner's prices).
-  memory::TransferRates rates;
-  [[nodiscard]] nlohmann::json to_json() const;
-};
-
-// The pool's state for the live view (`isohost top`, the metrics endpoint, the page): the status
-// with memory from a recent sample, and what each environment has done since the host started.
-struct PoolMetrics {
-  PoolStatus status;
-  // How old the memory figures are: a scrape walks no smaps_rollup younger than its max_age.
-  double sample_age_seconds = 0;
-  double uptime_seconds = 0;
-  // RAM pressure sweeps done (ram_budget_mb or ram_floor_mb set), whatever they found.
-  std::uint64_t ram_sweeps = 0;
-  // Every configured environment, whether or not a worker runs.
-  std::map<std::string, EnvMetrics> envs;
-  std::chrono::steady_clock::time_point taken_at;
-};
-
-// What a caller asks of an environment's worker.
-struct Request {
-  enum class Kind {
-    call,       // run module:function on the main lane
-    release,    // ask the worker to drop its caches (main lane, when idle)
-    reap,       // end the worker once it is idle
-    query,      // side lane: ping or memory, answered even mid-call
-    hibernate,  // move the idle worker's GPU state into its host RAM (never starts one)
-    sleep,      // the idle worker moves its models into its host RAM itself (never starts one)
-    wake,       // restore a hibernated or asleep worker without a call
-    // The embedding host itself needs VRAM (`message`: {"bytes", "device"}): admission makes
-    // room with idle workers as for a worker's reserve_vram, and books no grant. `env` unused.
-    make_room,
-  };
-  Kind kind = Kind::call;
-  std::string env;
-  // call: target, args, kwargs. query: op.
-  nlohmann::json message = nlohmann::json::object();
-  // call: the memfds of a pickled value in `message` ("pickle"), forwarded to the worker
-  // untouched (docs/protocol.md, "Values").
-  wire::SharedFds buffers;
-  // call: serves the worker's asks and tells while this call runs (docs/protocol.md, "Asks").
-  // Runs on the loop thread and must not block; its `answer` may be called once, from any
-  // thread, while the pool lives. Unset: the worker's asks are answered as unsupported.
-  std::function<void(const nlohmann::json& ask, std::function<void(nlohmann::json reply)> answer)>
-      on_ask;
-  // call: names it for Pool::interrupt (Pool::new_ticket); 0: it cannot be interrupted.
-  std::uint64_t ticket = 0;
-
-  static Request call(std::string env, std::string target, nlohmann::json args = nlohmann::json::array(),
-                      nlohmann::json kwargs = nlohmann::json::object());
 };
 
 class Pool {
@@ -301,6 +177,8 @@ class Pool {
   };
   struct Slot {
     EnvironmentConfig config;
+    EnvState state = EnvState::empty;
+    // Set in running and admitting_wake only.
     std::shared_ptr<worker::Worker> worker;
     unsigned generation = 0;
     std::deque<Pending> queue;
@@ -311,23 +189,14 @@ class Pool {
     Clock::time_point idle_since = Clock::now();
     std::unique_ptr<asio::steady_timer> idle_timer;     // idle reap
     std::unique_ptr<asio::steady_timer> release_timer;  // idle release
-    // An idle worker is released once, not again until it has served another call.
-    bool released_since_call = false;
     std::optional<std::uint64_t> pss_at_ready;
     std::unique_ptr<asio::steady_timer> hibernate_timer;  // idle hibernate
     std::unique_ptr<asio::steady_timer> sleep_timer;      // idle sleep
-    // The idle sleep tries once per idle spell, like the release.
-    bool slept_since_call = false;
+    IdleStep idle_step = IdleStep::none;
     std::optional<Hibernation> hibernation;
     std::optional<Sleep> sleep;
-    // The hibernated worker's wake waits for admission to make room for it on the card.
-    bool wake_admitting = false;
-    // The idle timer tries once per idle spell, like the release.
-    bool hibernated_since_call = false;
     // Environments with `preload` only (zygote.hpp).
     std::unique_ptr<Zygote> zygote;
-    // A fork request for this slot's next worker is in flight.
-    bool forking = false;
     // When start_worker was first asked for the next worker (it may wait for the zygote).
     std::optional<Clock::time_point> start_began;
     std::string origin = "spawn";

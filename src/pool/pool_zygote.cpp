@@ -30,12 +30,12 @@ void Pool::make_zygotes() {
 
 void Pool::fork_worker(Slot& slot) {
   const unsigned generation = ++slot.generation;  // retired generations are never reused
-  slot.forking = true;
+  slot.state = EnvState::forking;
   slot.zygote->fork(
       slot.config.name, generation,
       [this, &slot, generation](std::optional<worker::AdoptedProcess> child,
                                 const std::string& failure) {
-        slot.forking = false;
+        slot.state = EnvState::empty;
         if (!child) {
           if (shutting_down_) {
             pump(slot);  // fails what is queued

@@ -3,6 +3,8 @@
 // pool asks, keeps the receipt for ps and the admission of the wake, and sends `wake` before
 // the next call once admission has found room for what it moved.
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -172,7 +174,7 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
 }
 
 void Pool::sleep_idle(Slot& slot) {
-  slot.slept_since_call = true;
+  slot.idle_step = std::max(slot.idle_step, IdleStep::slept);
   const auto name = slot.config.name;
   // Through the queue, as a release: a call that came meanwhile goes first.
   slot.queue.push_back(Pending{Request{Request::Kind::sleep, name}, [name](Outcome outcome) {

@@ -240,7 +240,7 @@ void Pool::make_room(const std::shared_ptr<Admission>& job, const memory::Admiss
     if (it == slots_.end()) continue;
     Slot& slot = it->second;
     // The plan was made from a snapshot; a worker that has since started a call is left alone.
-    if (!slot.worker || slot.wake_admitting || !can_take(step.kind, slot.worker->state())) continue;
+    if (slot.state != EnvState::running || !can_take(step.kind, slot.worker->state())) continue;
     if (slot.worker->pid() != step.pid || !slot.queue.empty()) continue;
     const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
     switch (step.kind) {

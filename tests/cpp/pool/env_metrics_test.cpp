@@ -7,6 +7,7 @@
 #include <future>
 #include <limits>
 
+#include "control/status_json.hpp"
 #include "pool/env_metrics.hpp"
 #include "pool/pool.hpp"
 #include "support/test_support.hpp"
@@ -95,7 +96,7 @@ TEST(PoolMetrics, AViewReusesARecentMemorySampleButShowsTheWorkersAsTheyAreNow) 
   ASSERT_EQ(sampled.status.workers.size(), 1U);
   ASSERT_TRUE(sampled.status.workers[0].memory);
   // The machine's RAM travels with the sample, for the views' bars.
-  const auto machine = sampled.status.to_json()["system_memory"];
+  const auto machine = control::status_json(sampled.status)["system_memory"];
   EXPECT_GT(machine["total"].get<std::uint64_t>(), machine["available"].get<std::uint64_t>());
 
   // Within the hour the sample is reused: the same figures, and their age grows.

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <future>
 
+#include "control/status_json.hpp"
 #include "pool/pool.hpp"
 #include "support/test_support.hpp"
 
@@ -155,7 +156,7 @@ TEST(HostilePeer, PsAnswersWhileAWorkerHasNotSaidHello) {
   }));
   auto status = pool.status_with_memory();
   ASSERT_EQ(status.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "ps was never answered";
-  const auto ps = status.get().to_json();
+  const auto ps = control::status_json(status.get());
   EXPECT_TRUE(ps["workers"][0]["python"].is_null()) << ps.dump();
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "control/status_json.hpp"
 #include "pool/pool.hpp"
 #include "proc/orphan_sweep.hpp"
 #include "support/test_support.hpp"
@@ -139,7 +140,7 @@ TEST_F(Hibernate, AWakeIsAdmittedFirstAndWithoutRoomTheWorkerStaysHibernated) {
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:compute", {21}).get(), 42);
   EXPECT_EQ(pool->call("g", "isohost_test_funcs:pid").get(), pid);
   EXPECT_THAT(cuda_.calls(), HasSubstr("restore " + std::to_string(pid)));
-  const auto ps = pool->status_with_memory().get().to_json();
+  const auto ps = control::status_json(pool->status_with_memory().get());
   EXPECT_EQ(ps["devices"][0]["reclaimable"], 0u) << "b's cache was released first: " << ps.dump();
   EXPECT_EQ(ps["devices"][0]["pending"], 0u) << "the wake's grant was settled";
 }
@@ -160,7 +161,7 @@ TEST_F(Hibernate, SideLaneQueriesAnswerWhileHibernatedWithoutTouchingCuda) {
   EXPECT_EQ(pool->submit({Request::Kind::query, "g", {{"op", "ping"}}}).get()["pid"], pid);
   auto ps = pool->status_with_memory();
   ASSERT_EQ(ps.wait_for(3s), std::future_status::ready);
-  const auto json = ps.get().to_json();
+  const auto json = control::status_json(ps.get());
   EXPECT_EQ(json["workers"][0]["state"], "hibernated");
   EXPECT_TRUE(json["workers"][0]["hibernation"].is_object());
   EXPECT_TRUE(json["workers"][0]["hibernation"]["ram_grown"].is_number());
@@ -317,7 +318,7 @@ TEST_F(Hibernate, AHibernatedWorkerKilledFromOutsideIsReplaced) {
   // ps at that moment: the worker cannot answer its side lane, and ps shows it without a report.
   auto ps = pool->status_with_memory();
   ASSERT_EQ(ps.wait_for(3s), std::future_status::ready);
-  EXPECT_TRUE(ps.get().to_json()["workers"].is_array());
+  EXPECT_TRUE(control::status_json(ps.get())["workers"].is_array());
   ASSERT_TRUE(eventually([&] { return pool->status().get().workers.empty(); }));
   EXPECT_NE(pool->call("g", "isohost_test_funcs:pid").get(), pid);
   EXPECT_EQ(worker_of(*pool).generation, 2U);

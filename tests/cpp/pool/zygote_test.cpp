@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "control/status_json.hpp"
 #include "pool/config.hpp"
 #include "pool/pool.hpp"
 #include "proc/orphan_sweep.hpp"
@@ -62,7 +63,7 @@ TEST(Zygote, WorkersAreForkedFromItAndPsShowsBoth) {
   const auto tagged = isohost::test_support::workers_tagged(proc::host_tag());
   EXPECT_TRUE(contains(tagged, pid));
   EXPECT_TRUE(contains(tagged, z.pid));
-  const auto json = pool.status_with_memory().get().to_json();
+  const auto json = control::status_json(pool.status_with_memory().get());
   EXPECT_EQ(json["workers"][0]["origin"], "zygote");
   EXPECT_EQ(json["workers"][0]["zygote_pid"], z.pid);
   EXPECT_EQ(json["zygotes"][0]["state"], "ready");
