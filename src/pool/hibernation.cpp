@@ -264,7 +264,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
     return;
   }
   slot.state = EnvState::admitting_wake;
-  queue_admission(std::make_shared<Admission>(Admission{
+  admission_.ask(std::make_shared<Admission>(Admission{
       .env = slot.config.name,
       .wake = true,
       .requester = w,
@@ -279,7 +279,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
               // Nothing else acts on a worker waiting to wake, so only its end gets here; its
               // grant, if any, goes back at once.
               const auto grant = answer.value("grant", nlohmann::json());
-              if (grant.is_number_unsigned()) grants_.settle(grant.get<memory::GrantId>());
+              if (grant.is_number_unsigned()) admission_.grants().settle(grant.get<memory::GrantId>());
               if (done) {
                 done(Outcome::success(
                     not_done("woken", describe(*w) + " ended before it could be woken")));
@@ -315,7 +315,7 @@ void Pool::restore(Slot& slot, const std::shared_ptr<Worker>& w,
                                done = std::move(done)](DriverOutcome outcome) mutable {
     // The restored VRAM is the worker's own again, no longer a promise; a worker that slept
     // first holds its promise until its models are back too.
-    if (grant && !slot.sleep) grants_.settle(*grant);
+    if (grant && !slot.sleep) admission_.grants().settle(*grant);
     const auto models_grant = slot.sleep ? grant : std::nullopt;
     if (slot.worker != w || w->state() != WorkerState::waking) {
       if (done)
@@ -342,7 +342,7 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
                        std::optional<std::uint64_t> rss_before,
                        std::optional<memory::GrantId> models_grant, Handler done) {
   if (outcome.kind != DriverOutcome::Kind::done) {
-    if (models_grant) grants_.settle(*models_grant);
+    if (models_grant) admission_.grants().settle(*models_grant);
     Error error(ErrorKind::wake_failed,
                 describe(*w) + " could not be woken: " + outcome.message +
                     "; it was retired and the next call starts a fresh worker");

@@ -255,7 +255,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
       status.system_memory = probe::read_system_memory();
     } catch (const probe::ProbeError&) {
     }
-    status.snapshot = make_snapshot(status, config_.host, grants_.outstanding(), Clock::now());
+    status.snapshot = make_snapshot(status, config_.host, admission_.grants().outstanding(), Clock::now());
     recent_memory_ = status;
     recent_memory_at_ = Clock::now();
     gather->done(std::move(status));
@@ -515,7 +515,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
           if (slot.worker == w && kind == Request::Kind::call) {
             // What the call reserved is allocated by now, or never will be: the
             // driver's figures tell from here on.
-            grants_.drop_worker(slot.config.name);
+            admission_.grants().drop_worker(slot.config.name);
             ++slot.calls;
             slot.idle_since = Clock::now();
             slot.idle_step = IdleStep::none;
@@ -639,7 +639,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
                           const worker::ExitReport& report) {
   if (slot.worker == w) {
     slot.worker = nullptr;
-    grants_.drop_worker(slot.config.name);
+    admission_.grants().drop_worker(slot.config.name);
     slot.hibernation.reset();
     slot.sleep.reset();
     slot.state = EnvState::empty;  // an admission for its wake finds it gone and moves on
@@ -661,7 +661,7 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   slot.worker = nullptr;
   slot.idle_timer->cancel();
   slot.release_timer->cancel();
-  grants_.drop_worker(slot.config.name);
+  admission_.grants().drop_worker(slot.config.name);
   slot.hibernate_timer->cancel();
   slot.sleep_timer->cancel();
   slot.hibernation.reset();
@@ -767,10 +767,7 @@ void Pool::request_shutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
     spdlog::info("shutting down: ending {} worker(s)", live_.size());
-    admissions_.clear();
-    waiting_admissions_.clear();
-    admission_timer_.cancel();
-    waiting_timer_.cancel();
+    admission_.stop();
     for (auto& [name, slot] : slots_) {
       fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
       if (slot.worker) retire(slot, "host shutdown");

@@ -31,8 +31,8 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/admission.hpp"
-#include "memory/grant_book.hpp"
 #include "memory/snapshot.hpp"
+#include "pool/admission_driver.hpp"
 #include "pool/config.hpp"
 #include "pool/crash_backoff.hpp"
 #include "pool/env_metrics.hpp"
@@ -71,7 +71,7 @@ struct PoolOptions {
   std::chrono::microseconds poll_window{50};
 };
 
-class Pool {
+class Pool : private AdmissionSteps {
  public:
   using Clock = worker::Worker::Clock;
   using Handler = std::function<void(Outcome)>;
@@ -144,37 +144,6 @@ class Pool {
     Request request;
     Handler handler;
   };
-  // A request for VRAM waiting for the loop to decide (one at a time, in order, those waiting
-  // for busy workers set aside meanwhile): a worker's
-  // reserve_vram, or the wake of a hibernated worker, which needs back what it moved off.
-  struct Admission {
-    std::string env;
-    // A wake rather than a reserve_vram; the log says which.
-    bool wake = false;
-    // For the embedding host (Request::Kind::make_room): no worker asks, and no grant is booked.
-    bool for_host = false;
-    std::weak_ptr<worker::Worker> requester;
-    unsigned device = 0;
-    std::uint64_t bytes = 0;
-    Clock::time_point asked_at;
-    std::function<void(nlohmann::json)> answer;
-    // The strongest step carried out so far, and how many rounds of steps.
-    memory::AdmissionOutcome made_room = memory::AdmissionOutcome::grant;
-    int rounds = 0;
-    int settle_polls = 0;
-    bool reaped_last_round = false;
-    bool said_waiting = false;
-    std::vector<std::string> steps_done;
-    // Each round's plan in words: the ways weighed, their prices, the one chosen.
-    std::vector<std::string> plans;
-    // Workers whose hibernation was tried for this request and did not happen, with why: the
-    // next plans reap them instead.
-    std::map<std::string, std::string> not_hibernated;
-    // Likewise for sleeps: the next plans hibernate or reap them instead.
-    std::map<std::string, std::string> not_slept;
-    // Added to the explanation (why there are no devices).
-    std::string note;
-  };
   struct Slot {
     EnvironmentConfig config;
     EnvState state = EnvState::empty;
@@ -233,20 +202,15 @@ class Pool {
   void check_ram_pressure();
   // Asks the idle worker to drop its caches and logs the receipt as `why`; `done` runs after.
   void release(Slot& slot, const std::string& why, std::function<void()> done = nullptr);
-  // Admission (vram_admission.cpp): reserve_vram from a worker, decided one at a time.
+  // Admission (vram_admission.cpp; admission_driver.hpp decides): reserve_vram from a worker,
+  // make_room from the embedding host, and the steps the driver asks of idle workers.
   void on_worker_request(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                          const nlohmann::json& request, std::function<void(nlohmann::json)> answer);
-  void queue_admission(std::shared_ptr<Admission> job);
   void make_room_for_host(const nlohmann::json& message, Handler handler);
-  void next_admission();
-  void plan_admission(std::shared_ptr<Admission> job);
-  void decide(const std::shared_ptr<Admission>& job, const PoolStatus& status);
-  void make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
-  // A request that waits for busy workers steps out of the line, so later requests and wakes
-  // are decided meanwhile; every kWaitPoll the ones waiting go back to its front.
-  void set_aside(const std::shared_ptr<Admission>& job);
-  void answer_admission(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
-  void expire_grants();
+  void measure(std::function<void(PoolStatus)> done) override;
+  Begun begin_step(const memory::AdmissionStep& step, const std::string& for_env,
+                   const std::string& why, StepDone done) override;
+  void note_refusal(const std::string& env) override;
   void fail_queue(Slot& slot, const Error& error);
   // Sleep (sleep.cpp). Asks the idle worker to move its models into its host RAM; `done` hears
   // the worker's receipt ({"asleep": true, ...} or {"asleep": false, "reason"}) or its error.
@@ -310,13 +274,7 @@ class Pool {
   Clock::time_point recent_memory_at_;
   Clock::time_point started_at_ = Clock::now();
   std::uint64_t ram_sweeps_ = 0;
-  // VRAM promised to workers and not yet seen in use.
-  memory::GrantBook grants_;
-  std::deque<std::shared_ptr<Admission>> admissions_;
-  bool admission_running_ = false;
-  std::deque<std::shared_ptr<Admission>> waiting_admissions_;
-  asio::steady_timer waiting_timer_{io_};
-  asio::steady_timer admission_timer_{io_};
+  AdmissionDriver admission_{io_, *this, config_.host};
   asio::steady_timer pressure_timer_{io_};
   // What sleeps, wakes and the driver took per GiB on this machine, for the planner.
   memory::TransferRates measured_rates_;

@@ -130,7 +130,7 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
              [this, &slot, w, sent, grant, done = std::move(done)](Outcome outcome) {
                // The VRAM is the worker's own again, or the worker gave up on it: no longer a
                // promise.
-               if (grant) grants_.settle(*grant);
+               if (grant) admission_.grants().settle(*grant);
                if (slot.worker != w || w->state() != WorkerState::ready) {
                  // Died during the wake: its exit failed or will fail whatever waits in the queue.
                  if (done)
