@@ -31,8 +31,9 @@ nlohmann::json devices_json(const pool::PoolStatus& status) {
   auto out = nlohmann::json::array();
   const auto ledger = status.snapshot ? memory::build_ledger(*status.snapshot) : memory::Ledger{};
   for (const auto& d : status.devices) {
-    nlohmann::json entry{{"index", d.device.index},  {"name", d.device.name}, {"total", d.device.total},
-                         {"free", d.device.free},    {"used", d.device.used}, {"foreign", optional_json(d.foreign)}};
+    nlohmann::json entry{{"index", d.device.index}, {"name", d.device.name},
+                         {"total", d.device.total}, {"free", d.device.free},
+                         {"used", d.device.used},   {"foreign", optional_json(d.foreign)}};
     if (const auto* books = ledger.device(static_cast<int>(d.device.index))) {
       entry["workers_vram"] = books->workers_used();
       entry["fixed"] = books->workers_fixed();
@@ -71,11 +72,16 @@ nlohmann::json status_json(const pool::PoolStatus& status) {
       // A worker that did not answer (it died, or its call holds the GIL) has no report.
       const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
       const auto allocator = report.value("allocator", nlohmann::json());
-      const std::uint64_t reserved = allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
-      const std::uint64_t allocated = allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
-      entry["allocator_reserved"] = allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
-      entry["fixed_vram"] = w.memory->vram ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
-                                           : nlohmann::json();
+      const std::uint64_t reserved =
+          allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
+      const std::uint64_t allocated =
+          allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
+      entry["allocator_reserved"] =
+          allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
+      entry["fixed_vram"] =
+          w.memory->vram
+              ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
+              : nlohmann::json();
       entry["fixed_ram"] = optional_json(w.pss_at_ready);
       entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
       entry["cuda_initialized"] = report.value("cuda_initialized", false);
@@ -94,12 +100,14 @@ nlohmann::json status_json(const pool::PoolStatus& status) {
     if (status.devices.empty()) out["gpu"] = status.gpu_unavailable_reason;
   }
   if (status.system_memory) {
-    out["system_memory"] = {{"total", status.system_memory->total}, {"available", status.system_memory->available}};
+    out["system_memory"] = {{"total", status.system_memory->total},
+                            {"available", status.system_memory->available}};
   }
   // The admission planner's prices, in seconds per GiB (start: seconds), as measured so far.
-  out["transfer_rates"] = {{"sleep_out", status.rates.sleep_out},   {"sleep_in", status.rates.sleep_in},
-                           {"driver_out", status.rates.driver_out}, {"driver_in", status.rates.driver_in},
-                           {"reload", status.rates.reload},         {"start", status.rates.start}};
+  out["transfer_rates"] = {
+      {"sleep_out", status.rates.sleep_out},   {"sleep_in", status.rates.sleep_in},
+      {"driver_out", status.rates.driver_out}, {"driver_in", status.rates.driver_in},
+      {"reload", status.rates.reload},         {"start", status.rates.start}};
   return out;
 }
 

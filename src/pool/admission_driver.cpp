@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <utility>
 
-#include <asio/post.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <asio/post.hpp>
 
 #include "memory/ledger.hpp"
 
@@ -65,8 +65,8 @@ void AdmissionDriver::plan(std::shared_ptr<Admission> job) {
 
 void AdmissionDriver::expire_grants() {
   for (const auto& g : grants_.expire(Clock::now(), host_.grant_lifetime)) {
-    spdlog::info("grant {} of {} MiB on GPU {} to '{}' expired unused; its bytes are free again", g.id,
-                 to_mib(g.bytes), g.device, g.requester);
+    spdlog::info("grant {} of {} MiB on GPU {} to '{}' expired unused; its bytes are free again",
+                 g.id, to_mib(g.bytes), g.device, g.requester);
   }
 }
 
@@ -90,7 +90,8 @@ void AdmissionDriver::decide(const std::shared_ptr<Admission>& job, const PoolSt
                                          .device = static_cast<int>(job->device),
                                          .bytes = job->bytes,
                                          .asked_at = job->asked_at};
-  auto plan = memory::plan_admission(memory::build_ledger(snapshot, grants_.outstanding()), request);
+  auto plan =
+      memory::plan_admission(memory::build_ledger(snapshot, grants_.outstanding()), request);
   const bool needs_steps = plan.grants() && plan.outcome != memory::AdmissionOutcome::grant;
   if (needs_steps && job->reaped_last_round && job->settle_polls < kSettlePolls) {
     ++job->settle_polls;
@@ -153,38 +154,42 @@ void AdmissionDriver::make_room(const std::shared_ptr<Admission>& job,
   // Only the cheapest kind of step in the plan is carried out before planning again: a release
   // may give back more than the worker's report promised (its own caches), and then no
   // hibernation or reap is needed at all.
-  const auto kind = std::min_element(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
-                      return a.kind < b.kind;
-                    })->kind;
+  const auto kind =
+      std::min_element(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
+        return a.kind < b.kind;
+      })->kind;
   job->reaped_last_round = kind == memory::StepKind::reap;
   job->plans.push_back(plan.explain());
   spdlog::info("admission for '{}' makes room ({} first): {}", job->env, memory::to_string(kind),
                job->plans.back());
-  const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env, to_mib(job->bytes), job->device);
+  const auto why = fmt::format("admission for '{}' ({} MiB on GPU {})", job->env,
+                               to_mib(job->bytes), job->device);
   auto in_flight = std::make_shared<std::size_t>(0);
   std::vector<std::weak_ptr<Worker>> ending;
   for (const auto& step : plan.steps) {
     if (step.kind != kind) continue;
     const auto env = step.worker_id;
     ++*in_flight;  // before it begins: a step may answer at once
-    auto begun = steps_.begin_step(step, job->env, why, [job, in_flight, env, kind](bool happened, std::string why_not) {
-      --*in_flight;
-      if (kind == memory::StepKind::sleep) {
-        if (happened) {
-          job->steps_done.push_back("slept '" + env + "'");
-          job->made_room = std::max(job->made_room, memory::AdmissionOutcome::sleep_then_grant);
-        } else {
-          job->not_slept[env] = std::move(why_not);
-        }
-      } else if (kind == memory::StepKind::hibernate) {
-        if (happened) {
-          job->steps_done.push_back("hibernated '" + env + "'");
-          job->made_room = std::max(job->made_room, memory::AdmissionOutcome::hibernate_then_grant);
-        } else {
-          job->not_hibernated[env] = std::move(why_not);
-        }
-      }
-    });
+    auto begun = steps_.begin_step(
+        step, job->env, why, [job, in_flight, env, kind](bool happened, std::string why_not) {
+          --*in_flight;
+          if (kind == memory::StepKind::sleep) {
+            if (happened) {
+              job->steps_done.push_back("slept '" + env + "'");
+              job->made_room = std::max(job->made_room, memory::AdmissionOutcome::sleep_then_grant);
+            } else {
+              job->not_slept[env] = std::move(why_not);
+            }
+          } else if (kind == memory::StepKind::hibernate) {
+            if (happened) {
+              job->steps_done.push_back("hibernated '" + env + "'");
+              job->made_room =
+                  std::max(job->made_room, memory::AdmissionOutcome::hibernate_then_grant);
+            } else {
+              job->not_hibernated[env] = std::move(why_not);
+            }
+          }
+        });
     if (!begun.begun || kind == memory::StepKind::reap) --*in_flight;  // no answer comes
     if (!begun.begun) continue;
     if (kind == memory::StepKind::reap) {

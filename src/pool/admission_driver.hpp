@@ -107,7 +107,8 @@ class AdmissionDriver {
   void decide(const std::shared_ptr<Admission>& job, const PoolStatus& status);
   void make_room(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);
   // Plans again once every step begun has answered and every reaped worker has gone.
-  void when_steps_done(const std::shared_ptr<Admission>& job, std::shared_ptr<std::size_t> in_flight,
+  void when_steps_done(const std::shared_ptr<Admission>& job,
+                       std::shared_ptr<std::size_t> in_flight,
                        std::vector<std::weak_ptr<worker::Worker>> ending);
   void set_aside(const std::shared_ptr<Admission>& job);
   void answer(const std::shared_ptr<Admission>& job, const memory::AdmissionPlan& plan);

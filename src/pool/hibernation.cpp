@@ -279,7 +279,8 @@ void Pool::begin_wake(Slot& slot, Handler done) {
               // Nothing else acts on a worker waiting to wake, so only its end gets here; its
               // grant, if any, goes back at once.
               const auto grant = answer.value("grant", nlohmann::json());
-              if (grant.is_number_unsigned()) admission_.grants().settle(grant.get<memory::GrantId>());
+              if (grant.is_number_unsigned())
+                admission_.grants().settle(grant.get<memory::GrantId>());
               if (done) {
                 done(Outcome::success(
                     not_done("woken", describe(*w) + " ended before it could be woken")));

@@ -255,7 +255,8 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
       status.system_memory = probe::read_system_memory();
     } catch (const probe::ProbeError&) {
     }
-    status.snapshot = make_snapshot(status, config_.host, admission_.grants().outstanding(), Clock::now());
+    status.snapshot =
+        make_snapshot(status, config_.host, admission_.grants().outstanding(), Clock::now());
     recent_memory_ = status;
     recent_memory_at_ = Clock::now();
     gather->done(std::move(status));

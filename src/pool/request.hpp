@@ -41,7 +41,8 @@ struct Request {
   // call: names it for Pool::interrupt (Pool::new_ticket); 0: it cannot be interrupted.
   std::uint64_t ticket = 0;
 
-  static Request call(std::string env, std::string target, nlohmann::json args = nlohmann::json::array(),
+  static Request call(std::string env, std::string target,
+                      nlohmann::json args = nlohmann::json::array(),
                       nlohmann::json kwargs = nlohmann::json::object());
 };
 

@@ -100,10 +100,13 @@ void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
   }));
 }
 
-void Pool::measure(std::function<void(PoolStatus)> done) { status_with_memory_on_loop(std::move(done)); }
+void Pool::measure(std::function<void(PoolStatus)> done) {
+  status_with_memory_on_loop(std::move(done));
+}
 
-AdmissionSteps::Begun Pool::begin_step(const memory::AdmissionStep& step, const std::string& for_env,
-                                       const std::string& why, StepDone done) {
+AdmissionSteps::Begun Pool::begin_step(const memory::AdmissionStep& step,
+                                       const std::string& for_env, const std::string& why,
+                                       StepDone done) {
   auto it = slots_.find(step.worker_id);
   if (it == slots_.end()) return {};
   Slot& slot = it->second;
