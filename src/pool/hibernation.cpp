@@ -151,25 +151,39 @@ void Pool::checkpoint(Slot& slot, Hibernation record, Handler done) {
     }
     const bool cuda = report.ok() && report.value().is_object() &&
                       report.value().value("cuda_initialized", false);
-    if (!sampler_) sampler_ = std::make_unique<MemorySampler>(config_.host.simulated_gpu);
-    const auto sample = sampler_->sample({{w->pid(), cuda}}).at(0);
-    // NVML sees any CUDA user, torch or not; the report sees torch in any pid namespace.
-    if (!cuda && sample.vram_method != "nvml") {
-      back_to_idle(slot, w);
-      done(Outcome::success(not_done(
-          "hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
-      pump(slot);
-      return;
-    }
-    record.vram_moved = sample.vram;
-    const auto rss_before = rss_of(w->pid());
-    hibernator().hibernate(w->pid(), [this, &slot, w, record, rss_before,
-                                      done = std::move(done)](DriverOutcome outcome) mutable {
-      const auto rss_after = rss_of(w->pid());
-      if (rss_before && rss_after)
-        record.ram_grown = *rss_after > *rss_before ? *rss_after - *rss_before : 0;
-      finish_hibernation(slot, w, record, std::move(outcome), std::move(done));
-    });
+    sampling_.run<std::vector<ProcessMemory>>(
+        [pid = w->pid(), cuda](MemorySampler& sampler) { return sampler.sample({{pid, cuda}}); },
+        [this, &slot, w, cuda, record, done = std::move(done)](
+            std::vector<ProcessMemory> sample) mutable {
+          if (slot.worker != w || w->state() != WorkerState::hibernating) {
+            done(Outcome::success(
+                not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+            return;
+          }
+          if (sample.empty()) sample.emplace_back();  // the sampling failed: nothing seen
+          lock_and_checkpoint(slot, w, cuda, sample[0], std::move(record), std::move(done));
+        });
+  });
+}
+
+void Pool::lock_and_checkpoint(Slot& slot, const std::shared_ptr<Worker>& w, bool cuda,
+                               const ProcessMemory& sample, Hibernation record, Handler done) {
+  // NVML sees any CUDA user, torch or not; the report sees torch in any pid namespace.
+  if (!cuda && sample.vram_method != "nvml") {
+    back_to_idle(slot, w);
+    done(Outcome::success(not_done(
+        "hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
+    pump(slot);
+    return;
+  }
+  record.vram_moved = sample.vram;
+  const auto rss_before = rss_of(w->pid());
+  hibernator().hibernate(w->pid(), [this, &slot, w, record, rss_before,
+                                    done = std::move(done)](DriverOutcome outcome) mutable {
+    const auto rss_after = rss_of(w->pid());
+    if (rss_before && rss_after)
+      record.ram_grown = *rss_after > *rss_before ? *rss_after - *rss_before : 0;
+    finish_hibernation(slot, w, record, std::move(outcome), std::move(done));
   });
 }
 

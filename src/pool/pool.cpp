@@ -52,15 +52,26 @@ void copy_value_fields(const nlohmann::json& from, nlohmann::json& to) {
   }
 }
 
-// A zygote never opens a CUDA context, so RAM is all there is to measure.
-void sample_zygotes(MemorySampler& sampler, std::vector<ZygoteStatus>& zygotes) {
-  std::vector<ProcessQuery> queries;
-  for (const auto& z : zygotes) queries.push_back({z.pid, false});
-  if (queries.empty()) return;
-  auto figures = sampler.sample(queries);
-  for (std::size_t i = 0; i < zygotes.size(); ++i) {
-    if (zygotes[i].pid > 0) zygotes[i].memory = figures[i];
+// What a status with memory measures from outside, taken on the sampling thread.
+struct StatusSample {
+  std::vector<ProcessMemory> processes;  // as queried: the host, then each worker
+  std::vector<DeviceMemory> devices;
+  std::vector<ProcessMemory> zygotes;  // a zygote never opens a CUDA context: RAM only
+  std::string gpu_unavailable_reason;
+  std::optional<probe::SystemMemory> system_memory;
+};
+
+StatusSample take_sample(MemorySampler& sampler, const std::vector<ProcessQuery>& processes,
+                         const std::vector<ProcessQuery>& ours, const std::vector<ProcessQuery>& zygotes) {
+  StatusSample out{.processes = sampler.sample(processes),
+                   .devices = sampler.devices_now(ours),
+                   .zygotes = zygotes.empty() ? std::vector<ProcessMemory>{} : sampler.sample(zygotes),
+                   .gpu_unavailable_reason = sampler.gpu_unavailable_reason()};
+  try {
+    out.system_memory = probe::read_system_memory();
+  } catch (const probe::ProbeError&) {
   }
+  return out;
 }
 
 }  // namespace
@@ -236,30 +247,39 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
     if (gather->finished || (!now && --gather->remaining > 0)) return;
     gather->finished = true;
     gather->timer->cancel();
-    if (!sampler_) sampler_ = std::make_unique<MemorySampler>(config_.host.simulated_gpu);
-    auto& status = gather->status;
     std::vector<ProcessQuery> queries{{::getpid(), false}};
     // A hibernated worker's context is in its host RAM: it holds no VRAM whatever its report says.
-    for (const auto& w : status.workers) {
+    for (const auto& w : gather->status.workers) {
       const bool cuda = w.report.is_object() && w.report.value("cuda_initialized", false);
       queries.push_back({w.pid, cuda && !w.hibernation, w.device});
     }
-    auto figures = sampler_->sample(queries);
-    status.host_memory = figures[0];
-    for (std::size_t i = 0; i < status.workers.size(); ++i) status.workers[i].memory = figures[i + 1];
-    for (const auto& w : live_) queries.push_back({w->pid(), false});  // retiring ones are ours too
-    status.devices = sampler_->devices_now(queries);
-    sample_zygotes(*sampler_, status.zygotes);
-    status.gpu_unavailable_reason = sampler_->gpu_unavailable_reason();
-    try {
-      status.system_memory = probe::read_system_memory();
-    } catch (const probe::ProbeError&) {
-    }
-    status.snapshot =
-        make_snapshot(status, config_.host, admission_.grants().outstanding(), Clock::now());
-    recent_memory_ = status;
-    recent_memory_at_ = Clock::now();
-    gather->done(std::move(status));
+    auto ours = queries;
+    for (const auto& w : live_) ours.push_back({w->pid(), false});  // retiring ones are ours too
+    std::vector<ProcessQuery> zygotes;
+    for (const auto& z : gather->status.zygotes) zygotes.push_back({z.pid, false});
+    sampling_.run<StatusSample>(
+        [queries, ours, zygotes](MemorySampler& sampler) {
+          return take_sample(sampler, queries, ours, zygotes);
+        },
+        [this, gather, count = queries.size()](StatusSample sample) {
+          auto& status = gather->status;
+          if (sample.processes.size() == count) {
+            status.host_memory = sample.processes[0];
+            for (std::size_t i = 0; i < status.workers.size(); ++i)
+              status.workers[i].memory = sample.processes[i + 1];
+          }
+          for (std::size_t i = 0; i < status.zygotes.size() && i < sample.zygotes.size(); ++i) {
+            if (status.zygotes[i].pid > 0) status.zygotes[i].memory = sample.zygotes[i];
+          }
+          status.devices = std::move(sample.devices);
+          status.gpu_unavailable_reason = std::move(sample.gpu_unavailable_reason);
+          status.system_memory = sample.system_memory;
+          status.snapshot =
+              make_snapshot(status, config_.host, admission_.grants().outstanding(), Clock::now());
+          recent_memory_ = status;
+          recent_memory_at_ = Clock::now();
+          gather->done(std::move(status));
+        });
   };
   gather->timer->async_wait([finish](const asio::error_code& ec) {
     if (!ec) finish(true);

@@ -41,6 +41,7 @@
 #include "pool/memory_sampler.hpp"
 #include "pool/pool_status.hpp"
 #include "pool/request.hpp"
+#include "pool/sampling_thread.hpp"
 #include "pool/zygote.hpp"
 #include "worker/error.hpp"
 #include "worker/worker.hpp"
@@ -228,6 +229,9 @@ class Pool : private AdmissionSteps {
   void begin_hibernation(Slot& slot, Handler done);
   // The driver's part, once the worker slept or could not (record.driver_only_because).
   void checkpoint(Slot& slot, Hibernation record, Handler done);
+  // Once its VRAM is sampled (off the loop): the driver's lock and checkpoint, if it has a context.
+  void lock_and_checkpoint(Slot& slot, const std::shared_ptr<worker::Worker>& w, bool cuda,
+                           const ProcessMemory& sample, Hibernation record, Handler done);
   // A hibernation that did not happen leaves the worker as it was: ready, or asleep.
   void back_to_idle(Slot& slot, const std::shared_ptr<worker::Worker>& w);
   void finish_hibernation(Slot& slot, const std::shared_ptr<worker::Worker>& w, Hibernation record,
@@ -267,8 +271,8 @@ class Pool : private AdmissionSteps {
   bool shutting_down_ = false;
   bool stopped_ = false;
   std::vector<std::function<void()>> stopped_hooks_;
-  // Opened on first use, on the loop thread.
-  std::unique_ptr<MemorySampler> sampler_;
+  // Where every worker's memory is measured, off the loop.
+  SamplingThread sampling_{io_, config_.host.simulated_gpu};
   // The last status with memory and when it was taken (status_with_recent_memory_on_loop).
   std::optional<PoolStatus> recent_memory_;
   Clock::time_point recent_memory_at_;
