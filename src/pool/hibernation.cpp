@@ -103,10 +103,7 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
     done(Outcome::success(not_done("hibernated", *why)));
     return;
   }
-  slot.idle_timer->cancel();
-  slot.release_timer->cancel();
-  slot.hibernate_timer->cancel();
-  slot.sleep_timer->cancel();
+  slot.idle_timers->cancel();
   if (w->state() == WorkerState::asleep) {
     checkpoint(slot, Hibernation{.since = Clock::now()}, std::move(done));
     return;

@@ -88,10 +88,7 @@ Pool::Pool(Config config, PoolOptions options)
   for (const auto& [name, env] : config_.environments) {
     auto& slot = slots_[name];
     slot.config = env;
-    slot.idle_timer = std::make_unique<asio::steady_timer>(io_);
-    slot.release_timer = std::make_unique<asio::steady_timer>(io_);
-    slot.hibernate_timer = std::make_unique<asio::steady_timer>(io_);
-    slot.sleep_timer = std::make_unique<asio::steady_timer>(io_);
+    slot.idle_timers = std::make_unique<IdleTimers>(io_);
   }
   if (options_.cuda_library.empty()) {
     const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
@@ -680,11 +677,8 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
 void Pool::retire(Slot& slot, const std::string& reason) {
   auto w = std::move(slot.worker);
   slot.worker = nullptr;
-  slot.idle_timer->cancel();
-  slot.release_timer->cancel();
+  slot.idle_timers->cancel();
   admission_.grants().drop_worker(slot.config.name);
-  slot.hibernate_timer->cancel();
-  slot.sleep_timer->cancel();
   slot.hibernation.reset();
   slot.sleep.reset();
   slot.state = EnvState::empty;
@@ -701,17 +695,17 @@ void Pool::arm_idle_timers(Slot& slot) {
   // caches went with its models); an asleep one may still be hibernated.
   if (!is_idle(state)) return;
   if (slot.idle_step < IdleStep::released && state == WorkerState::ready) {
-    arm_idle_timer(slot, *slot.release_timer, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
+    arm_idle_timer(slot, slot.idle_timers->release, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
   }
   const bool awake_or_asleep = state == WorkerState::ready || state == WorkerState::asleep;
   if (awake_or_asleep && slot.config.hibernate && slot.idle_step < IdleStep::hibernated) {
-    arm_idle_timer(slot, *slot.hibernate_timer, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
+    arm_idle_timer(slot, slot.idle_timers->hibernate, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
   }
   if (state == WorkerState::ready && slot.idle_step < IdleStep::slept) {
-    arm_idle_timer(slot, *slot.sleep_timer, config_.host.idle_sleep,
+    arm_idle_timer(slot, slot.idle_timers->sleep, config_.host.idle_sleep,
                    [this](Slot& s) { sleep_idle(s); });
   }
-  arm_idle_timer(slot, *slot.idle_timer, config_.host.idle_reap, [this](Slot& s) {
+  arm_idle_timer(slot, slot.idle_timers->reap, config_.host.idle_reap, [this](Slot& s) {
     retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
   });
 }
@@ -808,10 +802,7 @@ void Pool::finish_shutdown_if_done() {
   for (auto& hook : stopped_hooks_) hook();
   stopped_hooks_.clear();
   for (auto& [name, slot] : slots_) {
-    slot.idle_timer->cancel();
-    slot.release_timer->cancel();
-    slot.hibernate_timer->cancel();
-    slot.sleep_timer->cancel();
+    slot.idle_timers->cancel();
   }
   pressure_timer_.cancel();
   work_.reset();

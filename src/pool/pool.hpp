@@ -38,6 +38,7 @@
 #include "pool/env_metrics.hpp"
 #include "pool/env_state.hpp"
 #include "pool/hibernator.hpp"
+#include "pool/idle_timers.hpp"
 #include "pool/memory_sampler.hpp"
 #include "pool/pool_status.hpp"
 #include "pool/request.hpp"
@@ -157,11 +158,8 @@ class Pool : private AdmissionSteps {
     CrashBackoff backoff;
     std::uint64_t calls = 0;
     Clock::time_point idle_since = Clock::now();
-    std::unique_ptr<asio::steady_timer> idle_timer;     // idle reap
-    std::unique_ptr<asio::steady_timer> release_timer;  // idle release
+    std::unique_ptr<IdleTimers> idle_timers;
     std::optional<std::uint64_t> pss_at_ready;
-    std::unique_ptr<asio::steady_timer> hibernate_timer;  // idle hibernate
-    std::unique_ptr<asio::steady_timer> sleep_timer;      // idle sleep
     IdleStep idle_step = IdleStep::none;
     std::optional<Hibernation> hibernation;
     std::optional<Sleep> sleep;
