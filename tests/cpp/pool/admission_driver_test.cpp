@@ -101,6 +101,14 @@ class AdmissionDriverTest : public ::testing::Test {
     }
   }
 
+  // Runs the loop until `pool` holds a step's answer back.
+  void run_until_held(const FakePool& pool) {
+    while (pool.held.empty()) {
+      io.restart();
+      ASSERT_GT(io.run_one_for(10s), 0u) << "no step began";
+    }
+  }
+
   asio::io_context io;
   HostSettings host;
 };
@@ -136,10 +144,7 @@ TEST_F(AdmissionDriverTest, OneRequestAtATimeInOrder) {
   std::vector<nlohmann::json> answers;
   ask(driver, 2000, answers);
   ask(driver, 100, answers);  // fits now, but waits its turn behind the first's release
-  while (pool.held.empty()) {
-    io.restart();
-    ASSERT_GT(io.run_one_for(10s), 0u);
-  }
+  run_until_held(pool);
   io.restart();
   io.poll();
   EXPECT_TRUE(answers.empty()) << "the second was decided while the first's step was out";
@@ -185,10 +190,7 @@ TEST_F(AdmissionDriverTest, StopDropsWhatWaitsAndDecidesNothingMore) {
   std::vector<nlohmann::json> answers;
   ask(driver, 2000, answers);
   ask(driver, 100, answers);
-  while (pool.held.empty()) {
-    io.restart();
-    ASSERT_GT(io.run_one_for(10s), 0u);
-  }
+  run_until_held(pool);
   driver.stop();
   pool.held.front()(true, {});
   io.restart();
