@@ -149,9 +149,11 @@ void Pool::checkpoint(Slot& slot, Hibernation record, Handler done) {
     const bool cuda = report.ok() && report.value().is_object() &&
                       report.value().value("cuda_initialized", false);
     sampling_.run<std::vector<ProcessMemory>>(
-        [pid = w->pid(), cuda](MemorySampler& sampler) { return sampler.sample({{pid, cuda}}); },
-        [this, &slot, w, cuda, record, done = std::move(done)](
-            std::vector<ProcessMemory> sample) mutable {
+        [pid = w->pid(), cuda](MemorySampler& sampler) {
+          return sampler.sample({{pid, cuda}});
+        },
+        [this, &slot, w, cuda, record,
+         done = std::move(done)](std::vector<ProcessMemory> sample) mutable {
           if (slot.worker != w || w->state() != WorkerState::hibernating) {
             done(Outcome::success(
                 not_done("hibernated", describe(*w) + " ended before it could be hibernated")));

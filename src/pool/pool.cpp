@@ -62,11 +62,13 @@ struct StatusSample {
 };
 
 StatusSample take_sample(MemorySampler& sampler, const std::vector<ProcessQuery>& processes,
-                         const std::vector<ProcessQuery>& ours, const std::vector<ProcessQuery>& zygotes) {
-  StatusSample out{.processes = sampler.sample(processes),
-                   .devices = sampler.devices_now(ours),
-                   .zygotes = zygotes.empty() ? std::vector<ProcessMemory>{} : sampler.sample(zygotes),
-                   .gpu_unavailable_reason = sampler.gpu_unavailable_reason()};
+                         const std::vector<ProcessQuery>& ours,
+                         const std::vector<ProcessQuery>& zygotes) {
+  StatusSample out{
+      .processes = sampler.sample(processes),
+      .devices = sampler.devices_now(ours),
+      .zygotes = zygotes.empty() ? std::vector<ProcessMemory>{} : sampler.sample(zygotes),
+      .gpu_unavailable_reason = sampler.gpu_unavailable_reason()};
   try {
     out.system_memory = probe::read_system_memory();
   } catch (const probe::ProbeError&) {
@@ -695,11 +697,13 @@ void Pool::arm_idle_timers(Slot& slot) {
   // caches went with its models); an asleep one may still be hibernated.
   if (!is_idle(state)) return;
   if (slot.idle_step < IdleStep::released && state == WorkerState::ready) {
-    arm_idle_timer(slot, slot.idle_timers->release, config_.host.idle_release, [this](Slot& s) { release(s, "idle"); });
+    arm_idle_timer(slot, slot.idle_timers->release, config_.host.idle_release,
+                   [this](Slot& s) { release(s, "idle"); });
   }
   const bool awake_or_asleep = state == WorkerState::ready || state == WorkerState::asleep;
   if (awake_or_asleep && slot.config.hibernate && slot.idle_step < IdleStep::hibernated) {
-    arm_idle_timer(slot, slot.idle_timers->hibernate, config_.host.idle_hibernate, [this](Slot& s) { hibernate_idle(s); });
+    arm_idle_timer(slot, slot.idle_timers->hibernate, config_.host.idle_hibernate,
+                   [this](Slot& s) { hibernate_idle(s); });
   }
   if (state == WorkerState::ready && slot.idle_step < IdleStep::slept) {
     arm_idle_timer(slot, slot.idle_timers->sleep, config_.host.idle_sleep,

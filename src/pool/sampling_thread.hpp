@@ -15,11 +15,11 @@
 #include <string>
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/thread_pool.hpp>
-#include <spdlog/spdlog.h>
 
 #include "pool/memory_sampler.hpp"
 

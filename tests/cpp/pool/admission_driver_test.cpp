@@ -22,11 +22,13 @@ using memory::testing::snapshot_of;
 using memory::testing::WorkerRow;
 using namespace std::chrono_literals;
 
-// A pool of rows: a release frees a worker's cache, a reap all its VRAM; a worker marked `refuses` has started a
-// call since the plan (begin_step says no); `answer_later` keeps a step's answer until told.
+// A pool of rows: a release frees a worker's cache, a reap all its VRAM; a worker marked `refuses`
+// has started a call since the plan (begin_step says no); `answer_later` keeps a step's answer
+// until told.
 class FakePool : public AdmissionSteps {
  public:
-  FakePool(std::vector<WorkerRow> rows, memory::Bytes free_mib) : rows_(std::move(rows)), free_mib_(free_mib) {}
+  FakePool(std::vector<WorkerRow> rows, memory::Bytes free_mib)
+      : rows_(std::move(rows)), free_mib_(free_mib) {}
 
   void measure(std::function<void(PoolStatus)> done) override {
     ++measured;
@@ -37,7 +39,8 @@ class FakePool : public AdmissionSteps {
 
   Begun begin_step(const memory::AdmissionStep& step, const std::string& for_env,
                    const std::string& /*why*/, StepDone done) override {
-    steps.push_back(std::string(memory::to_string(step.kind)) + " " + step.worker_id + " for " + for_env);
+    steps.push_back(std::string(memory::to_string(step.kind)) + " " + step.worker_id + " for " +
+                    for_env);
     if (refuses.contains(step.worker_id)) return {};
     for (auto it = rows_.begin(); it != rows_.end(); ++it) {
       if (it->id != step.worker_id) continue;
@@ -83,12 +86,12 @@ class AdmissionDriverTest : public ::testing::Test {
   // A request of the embedding host (no worker to watch, no grant booked) for `need_mib`.
   std::shared_ptr<Admission> ask(AdmissionDriver& driver, memory::Bytes need_mib,
                                  std::vector<nlohmann::json>& answers) {
-    auto job = std::make_shared<Admission>(Admission{
-        .env = "host" + std::to_string(answers.size()),
-        .for_host = true,
-        .bytes = mib(need_mib),
-        .asked_at = Admission::Clock::now(),
-        .answer = [&answers](nlohmann::json a) { answers.push_back(std::move(a)); }});
+    auto job = std::make_shared<Admission>(
+        Admission{.env = "host" + std::to_string(answers.size()),
+                  .for_host = true,
+                  .bytes = mib(need_mib),
+                  .asked_at = Admission::Clock::now(),
+                  .answer = [&answers](nlohmann::json a) { answers.push_back(std::move(a)); }});
     driver.ask(job);
     return job;
   }
@@ -97,7 +100,8 @@ class AdmissionDriverTest : public ::testing::Test {
   void run_until(const std::vector<nlohmann::json>& answers, std::size_t count) {
     while (answers.size() < count) {
       io.restart();
-      ASSERT_GT(io.run_one_for(10s), 0u) << "the driver stopped with " << answers.size() << " answers";
+      ASSERT_GT(io.run_one_for(10s), 0u)
+          << "the driver stopped with " << answers.size() << " answers";
     }
   }
 
