@@ -275,8 +275,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
           status.system_memory = sample.system_memory;
           status.snapshot =
               make_snapshot(status, config_.host, admission_.grants().outstanding(), Clock::now());
-          recent_memory_ = status;
-          recent_memory_at_ = Clock::now();
+          recent_memory_ = RecentMemory{.status = status, .at = Clock::now()};
           gather->done(std::move(status));
         });
   };
@@ -299,12 +298,12 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
 
 void Pool::status_with_recent_memory_on_loop(std::chrono::milliseconds max_age,
                                              std::function<void(PoolStatus)> done) {
-  if (!recent_memory_ || Clock::now() - recent_memory_at_ > max_age) {
+  if (!recent_memory_ || Clock::now() - recent_memory_->at > max_age) {
     status_with_memory_on_loop(std::move(done));
     return;
   }
   auto status = status_on_loop();
-  const auto& sample = *recent_memory_;
+  const auto& sample = recent_memory_->status;
   for (auto& w : status.workers) {
     const auto it = std::find_if(sample.workers.begin(), sample.workers.end(),
                                  [&w](const WorkerStatus& s) { return s.pid == w.pid; });
@@ -329,8 +328,10 @@ void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
                            std::function<void(PoolMetrics)> done) {
   status_with_recent_memory_on_loop(max_age, [this, done = std::move(done)](PoolStatus status) {
     PoolMetrics metrics{.status = std::move(status), .taken_at = Clock::now()};
-    metrics.sample_age_seconds =
-        std::chrono::duration<double>(metrics.taken_at - recent_memory_at_).count();
+    if (recent_memory_) {  // always, once a status with memory has been taken
+      metrics.sample_age_seconds =
+          std::chrono::duration<double>(metrics.taken_at - recent_memory_->at).count();
+    }
     metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - started_at_).count();
     metrics.ram_sweeps = ram_sweeps_;
     for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
@@ -353,7 +354,7 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     request.buffers.close();
     handler(Outcome::failure(error));
   };
-  if (shutting_down_) {
+  if (phase_ != Phase::serving) {
     refuse(Error(ErrorKind::shutting_down, "the host is shutting down"));
     return;
   }
@@ -430,7 +431,7 @@ void Pool::submit_on_loop(Request request, Handler handler) {
 }
 
 void Pool::pump(Slot& slot) {
-  if (shutting_down_) {
+  if (phase_ != Phase::serving) {
     fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
     return;
   }
@@ -669,7 +670,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     ++slot.metrics.crashes;
   }
   std::erase(live_, w);
-  if (shutting_down_) {
+  if (phase_ != Phase::serving) {
     finish_shutdown_if_done();
     return;
   }
@@ -720,7 +721,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
   timer.expires_at(slot.idle_since + window);
   timer.async_wait([this, &slot, &timer, w = std::weak_ptr<Worker>(slot.worker), window,
                     action = std::move(action)](const asio::error_code& ec) mutable {
-    if (ec || shutting_down_ || !slot.worker || slot.worker != w.lock()) return;
+    if (ec || phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
     if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake) return;
     if (Clock::now() - slot.idle_since < window) {
@@ -773,7 +774,7 @@ void Pool::fail_queue(Slot& slot, const Error& error) {
 
 void Pool::on_stopped(std::function<void()> hook) {
   asio::post(io_, [this, hook = std::move(hook)]() mutable {
-    if (stopped_) {
+    if (phase_ == Phase::stopped) {
       hook();
     } else {
       stopped_hooks_.push_back(std::move(hook));
@@ -783,8 +784,8 @@ void Pool::on_stopped(std::function<void()> hook) {
 
 void Pool::request_shutdown() {
   asio::post(io_, [this] {
-    if (shutting_down_) return;
-    shutting_down_ = true;
+    if (phase_ != Phase::serving) return;
+    phase_ = Phase::shutting_down;
     spdlog::info("shutting down: ending {} worker(s)", live_.size());
     admission_.stop();
     for (auto& [name, slot] : slots_) {
@@ -797,12 +798,12 @@ void Pool::request_shutdown() {
 }
 
 void Pool::finish_shutdown_if_done() {
-  if (!live_.empty() || stopped_) return;
+  if (!live_.empty() || phase_ == Phase::stopped) return;
   for (const auto& [name, slot] : slots_) {
     if (slot.state == EnvState::forking || (slot.zygote && slot.zygote->alive()))
       return;  // its end calls again
   }
-  stopped_ = true;
+  phase_ = Phase::stopped;
   for (auto& hook : stopped_hooks_) hook();
   stopped_hooks_.clear();
   for (auto& [name, slot] : slots_) {

@@ -266,14 +266,19 @@ class Pool : private AdmissionSteps {
   // Every worker not yet reaped, current or retiring.
   std::vector<std::shared_ptr<worker::Worker>> live_;
   std::atomic<std::uint64_t> next_ticket_{0};
-  bool shutting_down_ = false;
-  bool stopped_ = false;
+  // serving -> shutting_down (request_shutdown: every worker asked to end) -> stopped (the
+  // last one reaped, the zygotes gone, the on_stopped hooks run; the loop runs out of work).
+  enum class Phase : std::uint8_t { serving, shutting_down, stopped };
+  Phase phase_ = Phase::serving;
   std::vector<std::function<void()>> stopped_hooks_;
   // Where every worker's memory is measured, off the loop.
   SamplingThread sampling_{io_, config_.host.simulated_gpu};
   // The last status with memory and when it was taken (status_with_recent_memory_on_loop).
-  std::optional<PoolStatus> recent_memory_;
-  Clock::time_point recent_memory_at_;
+  struct RecentMemory {
+    PoolStatus status;
+    Clock::time_point at;
+  };
+  std::optional<RecentMemory> recent_memory_;
   Clock::time_point started_at_ = Clock::now();
   std::uint64_t ram_sweeps_ = 0;
   AdmissionDriver admission_{io_, *this, config_.host};

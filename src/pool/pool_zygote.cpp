@@ -17,7 +17,7 @@ void Pool::make_zygotes() {
     options.preload = slot.config.preload;
     Slot* s = &slot;
     slot.zygote = std::make_unique<Zygote>(io_, std::move(options), [this, s] {
-      if (shutting_down_) {
+      if (phase_ != Phase::serving) {
         finish_shutdown_if_done();
       } else {
         pump(*s);
@@ -37,7 +37,7 @@ void Pool::fork_worker(Slot& slot) {
                                 const std::string& failure) {
         slot.state = EnvState::empty;
         if (!child) {
-          if (shutting_down_) {
+          if (phase_ != Phase::serving) {
             pump(slot);  // fails what is queued
             finish_shutdown_if_done();
             return;
@@ -53,7 +53,7 @@ void Pool::fork_worker(Slot& slot) {
         slot.worker = Worker::adopt(io_, worker_options(slot, generation), std::move(*child),
                                     worker_events(slot, weak));
         track_started(slot, weak, "zygote");
-        if (shutting_down_) retire(slot, "host shutdown");
+        if (phase_ != Phase::serving) retire(slot, "host shutdown");
       });
 }
 

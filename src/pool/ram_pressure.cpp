@@ -16,7 +16,7 @@ void Pool::arm_pressure_check() {
   if (config_.host.ram_budget == 0 && config_.host.ram_floor == 0) return;
   pressure_timer_.expires_after(options_.pressure_interval);
   pressure_timer_.async_wait([this](const asio::error_code& ec) {
-    if (ec || shutting_down_) return;
+    if (ec || phase_ != Phase::serving) return;
     // Re-armed first: a sweep that fails (meminfo unreadable) must not end the sweeps.
     arm_pressure_check();
     try {
