@@ -199,6 +199,9 @@ class Pool : private AdmissionSteps {
   // workers' PSS exceeds the budget or MemAvailable is under the floor.
   void arm_pressure_check();
   void check_ram_pressure();
+  // Reaps idle workers, largest PSS first, while a limit is broken (`pss`: the sweep's figures).
+  void relieve_ram_pressure(std::uint64_t total, std::uint64_t available,
+                            const std::map<pid_t, std::uint64_t>& pss);
   // Asks the idle worker to drop its caches and logs the receipt as `why`; `done` runs after.
   void release(Slot& slot, const std::string& why, std::function<void()> done = nullptr);
   // Admission (vram_admission.cpp; admission_driver.hpp decides): reserve_vram from a worker,

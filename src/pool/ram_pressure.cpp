@@ -1,5 +1,10 @@
-// The pool's RAM pressure sweep: the books come from /proc, the decision from
-// memory::plan_ram_relief, the reaps from the pool.
+// The pool's RAM pressure sweep: the books come from /proc (read on the sampling thread), the
+// decision from memory::plan_ram_relief, the reaps from the pool.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -11,53 +16,96 @@
 #include "probe/proc_status.hpp"
 
 namespace isohost::pool {
+namespace {
+
+// What one sweep reads from /proc, on the sampling thread.
+struct PressureSample {
+  std::optional<probe::SystemMemory> system;  // unset: meminfo could not be read
+  std::string error;
+  std::uint64_t rss_sum = 0;
+  // PSS by pid, read only when the cheap figures say a limit may be broken.
+  std::map<pid_t, std::uint64_t> pss;
+};
+
+PressureSample read_pressure(const std::vector<pid_t>& workers, std::uint64_t budget,
+                             std::uint64_t floor) {
+  PressureSample out;
+  try {
+    out.system = probe::read_system_memory();
+  } catch (const probe::ProbeError& e) {
+    out.error = e.what();
+    return out;
+  }
+  // RSS bounds PSS from above and costs a fraction of smaps_rollup: read PSS only when the
+  // cheap figures say a limit may be broken.
+  for (pid_t pid : workers) {
+    try {
+      out.rss_sum += probe::read_rss_counters(pid).rss;
+    } catch (const probe::ProbeError&) {
+    }
+  }
+  const bool over_budget = budget != 0 && out.rss_sum > budget;
+  const bool under_floor = floor != 0 && out.system->available < floor;
+  if (!over_budget && !under_floor) return out;
+  for (pid_t pid : workers) {
+    try {
+      out.pss[pid] = probe::read_footprint(pid).pss;
+    } catch (const probe::ProbeError&) {
+      // Gone since the first pass: it holds nothing any more.
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void Pool::arm_pressure_check() {
   if (config_.host.ram_budget == 0 && config_.host.ram_floor == 0) return;
   pressure_timer_.expires_after(options_.pressure_interval);
   pressure_timer_.async_wait([this](const asio::error_code& ec) {
     if (ec || phase_ != Phase::serving) return;
-    // Re-armed first: a sweep that fails (meminfo unreadable) must not end the sweeps.
-    arm_pressure_check();
-    try {
-      check_ram_pressure();
-    } catch (const std::exception& e) {
-      spdlog::warn("RAM pressure sweep skipped: {}", e.what());
-    }
-    ++ram_sweeps_;
+    check_ram_pressure();
   });
 }
 
 void Pool::check_ram_pressure() {
-  const auto system = probe::read_system_memory();
-  memory::RamLedger ram{.mem_total = system.total,
-                        .available = system.available,
+  std::vector<pid_t> workers;
+  for (const auto& [name, slot] : slots_) {
+    if (slot.worker) workers.push_back(slot.worker->pid());
+  }
+  sampling_.run<PressureSample>(
+      [workers, budget = config_.host.ram_budget, floor = config_.host.ram_floor](MemorySampler&) {
+        return read_pressure(workers, budget, floor);
+      },
+      [this](PressureSample sample) {
+        if (phase_ != Phase::serving) return;
+        // The next sweep is armed whatever this one found: one that fails must not end them.
+        arm_pressure_check();
+        ++ram_sweeps_;
+        if (!sample.system) {
+          spdlog::warn("RAM pressure sweep skipped: {}", sample.error);
+          return;
+        }
+        relieve_ram_pressure(sample.system->total, sample.system->available, sample.pss);
+      });
+}
+
+void Pool::relieve_ram_pressure(std::uint64_t total, std::uint64_t available,
+                                const std::map<pid_t, std::uint64_t>& pss) {
+  if (pss.empty()) return;  // no limit broken, or no worker left to read
+  memory::RamLedger ram{.mem_total = total,
+                        .available = available,
                         .budget = config_.host.ram_budget,
                         .floor = config_.host.ram_floor};
-  // RSS bounds PSS from above and costs a fraction of smaps_rollup: read PSS only when the
-  // cheap figures say a limit may be broken.
-  std::uint64_t rss_sum = 0;
   for (const auto& [name, slot] : slots_) {
     if (!slot.worker) continue;
-    try {
-      rss_sum += probe::read_rss_counters(slot.worker->pid()).rss;
-    } catch (const probe::ProbeError&) {
-    }
-  }
-  const bool over_budget = ram.budget != 0 && rss_sum > ram.budget;
-  const bool under_floor = ram.floor != 0 && ram.available < ram.floor;
-  if (!over_budget && !under_floor) return;
-  for (const auto& [name, slot] : slots_) {
-    if (!slot.worker) continue;
-    try {
-      ram.holdings.push_back({.worker_id = name,
-                              .pid = slot.worker->pid(),
-                              .state = memory_state(slot.worker->state()),
-                              .last_used = slot.idle_since,
-                              .pss = probe::read_footprint(slot.worker->pid()).pss});
-    } catch (const probe::ProbeError&) {
-      // Gone since the first pass: it holds nothing any more.
-    }
+    const auto it = pss.find(slot.worker->pid());
+    if (it == pss.end()) continue;  // started since the sample, or gone
+    ram.holdings.push_back({.worker_id = name,
+                            .pid = slot.worker->pid(),
+                            .state = memory_state(slot.worker->state()),
+                            .last_used = slot.idle_since,
+                            .pss = it->second});
   }
   const auto plan = memory::plan_ram_relief(ram);
   if (!plan.needed) return;
