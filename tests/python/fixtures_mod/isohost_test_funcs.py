@@ -211,6 +211,41 @@ def start_grandchild():
 
 
 _grandchildren = []
+
+
+def start_setsid_grandchild(pid_file):
+    """Start a process the way a daemon does: a child forks a grandchild and exits at once; the
+    grandchild calls setsid() (leaving the worker's session and process group) and execs a
+    long sleep through /bin/sh. Returns the grandchild's pid once it has written it to
+    `pid_file`. The host must end it with the worker all the same (docs/lifecycle.md)."""
+    ready_read, ready_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                with open(pid_file + ".tmp", "w") as f:
+                    f.write("%d\n" % os.getpid())
+                os.rename(pid_file + ".tmp", pid_file)
+                os.write(ready_write, b"x")
+                os.execv("/bin/sh", ["/bin/sh", "-c", "exec sleep 1000"])
+        finally:
+            os._exit(0)
+    os.close(ready_write)
+    os.waitpid(child, 0)
+    try:
+        if os.read(ready_read, 1) != b"x":
+            raise RuntimeError("the grandchild ended before it wrote its pid")
+    finally:
+        os.close(ready_read)
+    with open(pid_file) as f:
+        return int(f.read())
+
+
+def is_subreaper():
+    """prctl(PR_GET_CHILD_SUBREAPER): whether this worker adopts its orphaned descendants."""
+    from isohost_worker import tree
+    return tree.is_subreaper()
 _reserved_tensors = []
 
 
