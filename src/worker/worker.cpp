@@ -610,7 +610,6 @@ void Worker::on_process_exit() {
   // Take any processes the worker started before its group id can be reused.
   proc::signal_group(pid_, SIGKILL);
   const auto status = proc::reap(pidfd_.native_handle());
-  end_escaped();
   stdout_->drain();
   stderr_->drain();
   const bool was_starting = state_ == WorkerState::starting;
@@ -642,6 +641,8 @@ void Worker::on_process_exit() {
   spdlog::log(expected ? spdlog::level::info : spdlog::level::warn, "{} ended: {}", identity(),
               expected && !interrupted ? status.describe() : std::string(error.what()));
   if (events_.on_exit) events_.on_exit(ExitReport{status, expected, error.what()});
+  // After its callers have heard: a pass over /proc, about 1 ms per 70 processes of this uid.
+  end_escaped();
 }
 
 }  // namespace isohost::worker
