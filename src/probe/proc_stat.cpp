@@ -61,7 +61,8 @@ uint64_t parse_start_time(std::string_view stat_text) {
 }
 
 uint64_t process_start_time(pid_t pid) {
-  return stat_field<uint64_t>(read_proc_file(pid, "stat"), start_time_field, proc_path(pid, "stat"));
+  return stat_field<uint64_t>(read_proc_file(pid, "stat"), start_time_field,
+                              proc_path(pid, "stat"));
 }
 
 ProcessLinks parse_links(std::string_view stat_text) {

@@ -123,9 +123,10 @@ OrphanSweep sweep_orphans() {
 std::vector<pid_t> sweep_orphaned_workers() {
   auto swept = sweep_orphans();
   for (pid_t pid : swept.escaped) {
-    spdlog::warn("ended pid {} left behind by a host that is gone: a worker of it started it, "
-                 "and it had left the worker's process group",
-                 pid);
+    spdlog::warn(
+        "ended pid {} left behind by a host that is gone: a worker of it started it, "
+        "and it had left the worker's process group",
+        pid);
   }
   return std::move(swept.workers);
 }

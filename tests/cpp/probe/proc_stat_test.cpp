@@ -129,7 +129,8 @@ TEST(ProcessLinks, OwnProcess) {
 
 TEST(FindEnvironmentValue, ExactNameFirstEntryWins) {
   using namespace std::string_view_literals;
-  const auto text = "A=1\0ISOHOST_HOST_TAG_X=no\0ISOHOST_HOST_TAG=12:34\0ISOHOST_HOST_TAG=later\0"sv;
+  const auto text =
+      "A=1\0ISOHOST_HOST_TAG_X=no\0ISOHOST_HOST_TAG=12:34\0ISOHOST_HOST_TAG=later\0"sv;
   EXPECT_EQ(find_environment_value(text, "ISOHOST_HOST_TAG"), "12:34");
   EXPECT_EQ(find_environment_value(text, "A"), "1");
   EXPECT_EQ(find_environment_value(text, "B"), std::nullopt);
