@@ -111,8 +111,6 @@ std::optional<std::string> find_environment_value(std::string_view environ_text,
   return std::nullopt;
 }
 
-std::optional<std::string> process_environment_value(pid_t pid, std::string_view name) {
-  return find_environment_value(read_proc_file(pid, "environ"), name);
-}
+std::string process_environment(pid_t pid) { return read_proc_file(pid, "environ"); }
 
 }  // namespace isohost::probe

@@ -52,12 +52,12 @@ std::vector<std::string> process_cmdline(pid_t pid);
 // Pure: splits NUL-separated arguments; the trailing NUL ends the last one and adds none.
 std::vector<std::string> split_cmdline(std::string_view text);
 
-// The value of variable `name` in the environment `pid` was exec'ed with (/proc/PID/environ,
-// which later setenv() calls do not change and setproctitle() may overwrite); nullopt when
-// it has none. Empty text for a zombie, so nullopt.
+// The environment `pid` was exec'ed with, NUL-separated NAME=value entries (/proc/PID/environ:
+// later setenv() calls do not change it; setproctitle() may overwrite it). Empty for a zombie,
+// a kernel thread, and a process in the instant of an exec.
 // Throws ProbeError: process_gone, or unreadable (another uid's, or a process that made itself
 // non-dumpable).
-std::optional<std::string> process_environment_value(pid_t pid, std::string_view name);
+std::string process_environment(pid_t pid);
 
 // Pure: the value of `name` in NUL-separated NAME=value entries; the first one wins, as for
 // getenv().

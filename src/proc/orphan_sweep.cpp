@@ -66,15 +66,6 @@ std::optional<std::string> worker_tag(pid_t pid) {
   return std::nullopt;
 }
 
-// The host tag in the environment `pid` was started with, if any.
-std::optional<std::string> environment_tag(pid_t pid) {
-  try {
-    return probe::process_environment_value(pid, kHostTagVariable);
-  } catch (const probe::ProbeError&) {
-    return std::nullopt;  // ended, or not readable (a process that made itself non-dumpable)
-  }
-}
-
 }  // namespace
 
 std::string host_tag() {
@@ -105,7 +96,7 @@ OrphanSweep sweep_orphans() {
     if (::stat(dir.c_str(), &st) != 0 || st.st_uid != me) continue;
     auto tag = worker_tag(pid);
     const bool worker = tag.has_value();
-    if (!worker) tag = environment_tag(pid);
+    if (!worker) tag = environment_host_tag(pid);
     HostIdentity host;
     if (!tag || *tag == own_tag || !parse_tag(*tag, host) || host_alive(host)) continue;
     // A worker leads its own group, and so does a process that called setsid(); take whatever

@@ -1,12 +1,14 @@
 #include "proc/process_tree.hpp"
 
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <exception>
 #include <map>
 #include <memory>
@@ -108,6 +110,26 @@ bool owned_by_me(pid_t pid) {
 
 }  // namespace
 
+std::optional<std::string> environment_host_tag(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  try {
+    for (;;) {
+      const auto environment = probe::process_environment(pid);
+      if (!environment.empty()) return probe::find_environment_value(environment, kHostTagVariable);
+      // Empty: a zombie, a kernel thread (a child of kthreadd, pid 2), a process exec'ed with
+      // no environment at all (its command line is there), or one in the middle of an exec,
+      // between its new memory and its new arguments and environment.
+      const auto links = probe::process_links(pid);
+      if (links.state == 'Z' || pid == 2 || links.parent == 2) return std::nullopt;
+      if (!probe::process_cmdline(pid).empty()) return std::nullopt;
+      if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+      ::sched_yield();
+    }
+  } catch (const probe::ProbeError&) {
+    return std::nullopt;  // ended, or not readable (a process that made itself non-dumpable)
+  }
+}
+
 std::vector<pid_t> end_descendants(pid_t root) {
   std::vector<pid_t> signalled;
   try {
@@ -158,13 +180,7 @@ std::vector<pid_t> end_escaped(const std::string& tag) {
       // or one that took its pid after it ended, which the pidfd then refuses.
       const auto pidfd = pidfd_for(pid);
       if (!pidfd) return;
-      std::optional<std::string> carried;
-      try {
-        carried = probe::process_environment_value(pid, kHostTagVariable);
-      } catch (const probe::ProbeError&) {
-        return;  // ended, or not readable (a process that made itself non-dumpable)
-      }
-      if (carried != tag || !escaped_from(pid, me)) return;
+      if (environment_host_tag(pid) != tag || !escaped_from(pid, me)) return;
       // It leads a group of its own (it called setsid): what it started there goes too. Its
       // group id cannot be reused while it lives, and the pidfd says it does.
       if (send_signal(pidfd, 0) && ::getpgid(pid) == pid) ::killpg(pid, SIGKILL);

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ namespace isohost::proc {
 
 // The variable every worker and all it starts carry: the host's tag, as on its --host flag.
 inline constexpr const char* kHostTagVariable = "ISOHOST_HOST_TAG";
+
+// ISOHOST_HOST_TAG in the environment `pid` was exec'ed with; nullopt when it has none, has
+// ended, or its environment cannot be read. A process in the instant of an exec reads as
+// having no environment: it is read again then, for at most 20 ms. Never throws.
+std::optional<std::string> environment_host_tag(pid_t pid);
 
 // SIGKILL to every process below `root` (not `root` itself), found through the parent links
 // of /proc/*/stat, pass after pass (at most 8) until a pass finds nothing it has not signalled.

@@ -12,8 +12,8 @@
 #include <optional>
 
 #include "pool/pool.hpp"
-#include "probe/proc_stat.hpp"
 #include "proc/orphan_sweep.hpp"
+#include "proc/process_tree.hpp"
 #include "support/test_support.hpp"
 #include "wire/unique_fd.hpp"
 
@@ -49,7 +49,7 @@ class Grandchild {
   }
   // ISOHOST_HOST_TAG in the environment it was started with; "" when none.
   [[nodiscard]] std::string environment_tag() const {
-    return probe::process_environment_value(pid_, "ISOHOST_HOST_TAG").value_or("");
+    return proc::environment_host_tag(pid_).value_or("");
   }
 
  private:

@@ -140,7 +140,7 @@ TEST(FindEnvironmentValue, ExactNameFirstEntryWins) {
 }
 
 // What exec received, read back from another process.
-TEST(ProcessEnvironmentValue, ExecdChild) {
+TEST(ProcessEnvironment, ExecdChild) {
   int exec_done[2];
   int stdin_pipe[2];
   ASSERT_EQ(::pipe2(exec_done, O_CLOEXEC), 0);
@@ -160,8 +160,9 @@ TEST(ProcessEnvironmentValue, ExecdChild) {
   char byte;
   ASSERT_EQ(::read(exec_done[0], &byte, 1), 0);
   ::close(exec_done[0]);
-  EXPECT_EQ(process_environment_value(child, "ISOHOST_PROBE_TEST"), "a value");
-  EXPECT_EQ(process_environment_value(child, "HOME"), std::nullopt);
+  const auto environment = process_environment(child);
+  EXPECT_EQ(find_environment_value(environment, "ISOHOST_PROBE_TEST"), "a value");
+  EXPECT_EQ(find_environment_value(environment, "HOME"), std::nullopt);
   ::close(stdin_pipe[1]);
   int status = 0;
   ::waitpid(child, &status, 0);
