@@ -20,6 +20,7 @@ if not __package__:
 import argparse  # noqa: E402
 import socket  # noqa: E402
 
+from isohost_worker import tree  # noqa: E402
 from isohost_worker.runtime import Runtime  # noqa: E402
 
 
@@ -37,6 +38,13 @@ def main(argv=None):
     parser.add_argument("--preload", default="", help="comma-separated modules a zygote imports")
     args = parser.parse_args(argv)
 
+    # Before any of the user's code runs: what it starts stays in this process's tree, even
+    # through setsid() and the death of its parent (tree.py).
+    error = tree.become_subreaper()
+    if error:
+        sys.stderr.write("isohost_worker: prctl(PR_SET_CHILD_SUBREAPER) failed: %s; processes "
+                         "the code starts that leave its process group may outlive it\n"
+                         % os.strerror(error))
     sys.path[0:0] = args.path
     for stream in (sys.stdout, sys.stderr):
         # Without -u (python -m), still hand the host whole lines as soon as they exist.

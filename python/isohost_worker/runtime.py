@@ -17,7 +17,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import calls, errors, frames, interrupts, memory, replies, sleep
+from isohost_worker import calls, errors, frames, interrupts, memory, replies, sleep, tree
 
 MAIN = "main"
 SIDE = "side"
@@ -118,7 +118,9 @@ class Runtime:
                     request[frames.DESCRIPTORS] = fds
                 self._dispatch(request, lane, send)
         except (EOFError, ConnectionError):
-            # The host is gone; finishing the call in flight would only outlive it.
+            # The host is gone; finishing the call in flight would only outlive it, and so
+            # would what the call started.
+            tree.end_descendants()
             os._exit(0)
         except frames.ProtocolError as e:
             self._fail("protocol error from the host: %s" % e)
@@ -172,12 +174,14 @@ class Runtime:
         try:
             frames.send(sock, data, fds)
         except ConnectionError:
+            tree.end_descendants()
             os._exit(0)  # the host is gone
         except OSError as e:
             self._fail("cannot send to the host: %s" % e)
 
     def _fail(self, message):
         errors.say(message)
+        tree.end_descendants()
         os._exit(3)
 
     def _exit(self, code):
@@ -186,6 +190,8 @@ class Runtime:
         # Let a side-lane reply being sent finish, so the host never reads half a frame; but
         # a host that stopped reading must not keep this process alive either.
         self._side_lock.acquire(timeout=1.0)
+        # Whatever the user's code started ends with the worker, setsid() or not.
+        tree.end_descendants()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -31,7 +31,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import errors, frames, runtime
+from isohost_worker import errors, frames, runtime, tree
 
 # How its lines on stderr start, apart from a worker's.
 _WHO = "isohost_worker zygote"
@@ -201,13 +201,13 @@ class Zygote:
             try:
                 request, fds = reader.read()
             except (EOFError, ConnectionError):
-                os._exit(0)
+                self._exit(0)
             except frames.ProtocolError as e:
                 errors.say("protocol error from the host: %s" % e, _WHO)
-                os._exit(3)
+                self._exit(3)
             op = request.get("op")
             if op == "shutdown":
-                os._exit(0)
+                self._exit(0)
             request_id = request.get("id")
             if not isinstance(request_id, int) or isinstance(request_id, bool):
                 errors.say("%r request without an integer id" % (op,), _WHO)
@@ -222,6 +222,13 @@ class Zygote:
                     self._reply(request_id, {"pid": os.getpid(), "forks": self._forks})
                 else:
                     self._fail(request_id, errors.ARGUMENTS, ValueError("unknown op %r for a zygote" % (op,)))
+
+    @staticmethod
+    def _exit(code):
+        # What the preloaded modules started ends with the zygote. Its forked workers are the
+        # host's children, not its own, so this never touches them.
+        tree.end_descendants()
+        os._exit(code)
 
     def _hello(self):
         body = runtime.hello_body(self._env, ["fork", "ping", "shutdown"])
@@ -263,6 +270,10 @@ class Zygote:
         if os.getppid() != host:  # the host died before the death signal was armed
             os._exit(0)
         os.setsid()
+        # Not inherited through clone: the worker holds its own tree (tree.py).
+        error = tree.become_subreaper()
+        if error:
+            errors.say("prctl(PR_SET_CHILD_SUBREAPER) failed: %s" % os.strerror(error))
         # fds 3 and 4 are about to become the worker's own sockets
         self._sock.detach()
         self._side.detach()

@@ -50,7 +50,8 @@ struct WorkerOptions {
   std::map<std::string, std::string> env;
   // The directory that holds the isohost_worker package.
   std::string runtime_dir;
-  // proc::host_tag() of the host, for the orphan sweep.
+  // proc::host_tag() of the host: on the worker's command line for the orphan sweep, and in its
+  // environment as ISOHOST_HOST_TAG (proc/process_tree.hpp).
   std::string host_tag;
   unsigned generation = 1;
   std::chrono::milliseconds start_timeout{60000};
@@ -233,8 +234,10 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void flush(Lane& lane);
   void watch_exit();
   void on_process_exit();
-  // Records why the worker must die (the first reason wins) and kills its group.
+  // Records why the worker must die (the first reason wins) and kills its tree and group.
   void condemn(Error reason);
+  // Ends what this host's workers started and left outside the host's tree (proc::end_escaped).
+  void end_escaped() const;
   bool move_state(std::initializer_list<WorkerState> from, WorkerState to);
   [[nodiscard]] std::string identity() const;
   [[nodiscard]] std::string stderr_tail() const;

@@ -1,9 +1,12 @@
 """Chaos over real `isohost serve` hosts: each round starts a host with a spawned environment
-and a zygote environment, keeps callers busy (mid-call), asks for a cold start (mid-start), and
-kill -9s one of host, zygote or worker at a random moment. After each round: every caller got
-an answer or a named error (none hangs, none answered twice), and no process, socket file,
-descriptor or memfd of the round is left. Bounded: ROUNDS rounds (100, about a minute on two
-cores); ISOHOST_CHAOS_SEED replays a run."""
+and a zygote environment, has one of its workers start a setsid() grandchild (a daemon that
+leaves the worker's process group), keeps callers busy (mid-call), asks for a cold start
+(mid-start), and kill -9s one of host, zygote or worker at a random moment. After each round:
+every caller got an answer or a named error (none hangs, none answered twice), and no process,
+socket file, descriptor or memfd of the round is left; after a host's kill -9, a new host on the
+same directory must end what the dead one left (its startup sweep), and replace its socket.
+Bounded: ROUNDS rounds (100, about a minute and a half on two cores); ISOHOST_CHAOS_SEED replays
+a run."""
 
 import json
 import os
@@ -42,18 +45,29 @@ def request(path, body, timeout=ANSWER_LIMIT):
     return json.loads(data)
 
 
-def processes_mentioning(text):
+def processes_mentioning(text, files=("cmdline",)):
+    """Live processes whose /proc files `files` hold `text`. A round's directory is on every
+    worker's command line, and in the environment (TMPDIR) of everything its host started."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                if text.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
+            with open("/proc/%s/stat" % entry, "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue  # ended; its parent has not reaped it yet
+            for name in files:
+                with open("/proc/%s/%s" % (entry, name), "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(entry))
+                        break
+        except (OSError, IndexError):
             pass
     return found
+
+
+def anything_of(directory):
+    return processes_mentioning(str(directory), ("cmdline", "environ"))
 
 
 def wait_for(predicate, limit=10):
@@ -102,7 +116,8 @@ def test_chaos(tmp_path):
     print("chaos seed %d (ISOHOST_CHAOS_SEED), %d rounds" % (SEED, ROUNDS))
     descriptors_before = len(os.listdir("/proc/self/fd"))
     kills = {"host": 0, "zygote": 0, "worker": 0}
-    teardown = []
+    grandchildren = {"a": 0, "z": 0}
+    escaped = []
     for round_number in range(ROUNDS):
         directory = tmp_path / ("round%d" % round_number)
         directory.mkdir()
@@ -111,6 +126,13 @@ def test_chaos(tmp_path):
             # Warm workers in both environments, then keep them busy and start a cold one.
             for env in ("a", "z"):
                 assert request(host.socket, {"op": "call", "env": env, "target": "isohost_test_funcs:pid"})["ok"]
+            # A daemon started by one of them: setsid(), its parent gone, an exec'ed sleep.
+            grandchild_env = rng.choice(["a", "z"])
+            answer = request(host.socket, {"op": "call", "env": grandchild_env,
+                                           "target": "isohost_test_funcs:start_setsid_grandchild",
+                                           "args": [str(directory / "grandchild.pid")]})
+            assert answer["ok"], answer
+            grandchildren[grandchild_env] += 1
             answers = []
             callers = [threading.Thread(target=caller, args=(host, env, "isohost_test_funcs:sleep",
                                                              [rng.uniform(0.05, 0.5)], answers))
@@ -144,22 +166,33 @@ def test_chaos(tmp_path):
                 host.proc.wait(30)
             else:
                 host.proc.wait()
-                # A host killed with kill -9 cannot remove its socket; the next host on the path
-                # does (a stale socket is replaced), and it must then leave nothing.
-                teardown.append(directory)
         finally:
             host.close()
-        orphans = processes_mentioning(str(directory))
+        # Workers and zygotes die with their host (the death signal), whatever was killed.
         assert wait_for(lambda: not processes_mentioning(str(directory))), \
-            "round %d: processes left after killing the %s: %s" % (round_number, victim, orphans)
-    for directory in teardown:
-        again = Host(directory)
-        assert request(again.socket, {"op": "shutdown"})["ok"]
-        again.proc.wait(30)
-        again.close()
+            "round %d: processes left after killing the %s: %s" % (
+                round_number, victim, processes_mentioning(str(directory)))
+        if victim == "host":
+            # A host killed with kill -9 cannot remove its socket, nor end a grandchild that
+            # left its worker's tree; the next host on the path does both (its startup sweep
+            # ends what carries the dead host's tag), and must then leave nothing.
+            again = Host(directory)
+            assert request(again.socket, {"op": "shutdown"})["ok"]
+            again.proc.wait(30)
+            again.close()
+        grandchild = int((directory / "grandchild.pid").read_text())
+        (directory / "grandchild.pid").unlink()
+        wait_for(lambda: not anything_of(directory))
+        left = anything_of(directory)
+        if grandchild in left:
+            escaped.append("round %d (from %r, the %s killed)" % (round_number, grandchild_env, victim))
+            os.kill(grandchild, signal.SIGKILL)  # counted; the suite leaves nothing behind
+            left.remove(grandchild)
+        assert not left, "round %d: processes left after killing the %s: %s" % (round_number, victim, left)
+    assert not escaped, "%d setsid grandchildren outlived their round: %s" % (len(escaped), escaped)
     for directory in tmp_path.iterdir():
         left = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
         assert left == ["host.log", "isohost.toml"], "%s holds %s" % (directory, left)
     assert len(os.listdir("/proc/self/fd")) == descriptors_before
-    print("chaos: %d rounds, kills %s, orphans 0, hung callers 0, leaked descriptors 0"
-          % (ROUNDS, kills))
+    print("chaos: %d rounds, kills %s, setsid grandchildren %s, escaped grandchildren %d, "
+          "orphans 0, hung callers 0, leaked descriptors 0" % (ROUNDS, kills, grandchildren, len(escaped)))

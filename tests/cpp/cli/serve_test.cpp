@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -295,6 +296,30 @@ TEST(Serve, KillNineOfTheHostTakesTheZygoteAndItsBusyForkedWorkerAtOnce) {
   EXPECT_TRUE(eventually([&] { return !process_alive(pid) && !process_alive(zygote); }, 1s))
       << "a forked worker or the zygote outlived the host";
   caller.join();
+}
+
+TEST(Serve, AHostStartedAfterAKillNineEndsTheSetsidGrandchildItsWorkerLeft) {
+  // The worker dies with its host (its death signal); a grandchild in a session of its own,
+  // re-parented to init, does not: the next host's startup sweep finds it by the dead host's
+  // tag in its environment.
+  isohost::test_support::TempDir dir;
+  wire::UniqueFd grandchild;
+  {
+    ServedHost first;
+    const auto answer = first.ask({{"op", "call"},
+                                   {"env", "a"},
+                                   {"target", "isohost_test_funcs:start_setsid_grandchild"},
+                                   {"args", {dir.path + "/grandchild.pid"}}});
+    ASSERT_TRUE(answer.value("ok", false)) << answer.dump();
+    grandchild.reset(static_cast<int>(::syscall(SYS_pidfd_open, answer["value"].get<pid_t>(), 0)));
+    ASSERT_TRUE(grandchild.valid());
+    ::kill(first.pid(), SIGKILL);
+    EXPECT_EQ(first.reap(), proc::ExitStatus::killed(SIGKILL));
+  }
+  ServedHost second;
+  pollfd ended{.fd = grandchild.get(), .events = POLLIN, .revents = 0};
+  EXPECT_EQ(::poll(&ended, 1, 5000), 1) << "the grandchild outlived its host and the next one";
+  ::syscall(SYS_pidfd_send_signal, grandchild.get(), SIGKILL, nullptr, 0);
 }
 
 TEST(Serve, StaleSocketFromADeadHostIsReplacedAndALiveOneRefused) {

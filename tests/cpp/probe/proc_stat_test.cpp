@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "child_process.hpp"
@@ -108,6 +110,60 @@ TEST(ProcessCmdline, ExecdChild) {
   EXPECT_EQ(process_cmdline(child), (std::vector<std::string>{"/bin/sh", "-c", "read line", "isohost-probe-test",
                                                               "an argument with spaces"}));
   ::close(stdin_pipe[1]);  // sh's read sees EOF and exits
+  int status = 0;
+  ::waitpid(child, &status, 0);
+}
+
+TEST(ParseLinks, StateAndParentAfterAnAwkwardCommandName) {
+  const auto links = parse_links(stat_line("a) Z (b", "77"));
+  EXPECT_EQ(links.state, 'S');
+  EXPECT_EQ(links.parent, 1);
+  EXPECT_THROW(parse_links("4242 (x)"), ProbeError);
+}
+
+TEST(ProcessLinks, OwnProcess) {
+  const auto links = process_links(::getpid());
+  EXPECT_EQ(links.parent, ::getppid());
+  EXPECT_EQ(links.state, 'R');
+}
+
+TEST(FindEnvironmentValue, ExactNameFirstEntryWins) {
+  using namespace std::string_view_literals;
+  const auto text =
+      "A=1\0ISOHOST_HOST_TAG_X=no\0ISOHOST_HOST_TAG=12:34\0ISOHOST_HOST_TAG=later\0"sv;
+  EXPECT_EQ(find_environment_value(text, "ISOHOST_HOST_TAG"), "12:34");
+  EXPECT_EQ(find_environment_value(text, "A"), "1");
+  EXPECT_EQ(find_environment_value(text, "B"), std::nullopt);
+  EXPECT_EQ(find_environment_value("EMPTY=\0"sv, "EMPTY"), "");
+  EXPECT_EQ(find_environment_value("NOEND=x"sv, "NOEND"), "x");
+  EXPECT_EQ(find_environment_value(""sv, "A"), std::nullopt);
+}
+
+// What exec received, read back from another process.
+TEST(ProcessEnvironment, ExecdChild) {
+  int exec_done[2];
+  int stdin_pipe[2];
+  ASSERT_EQ(::pipe2(exec_done, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe(stdin_pipe), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(stdin_pipe[0], 0);
+    ::close(stdin_pipe[0]);
+    ::close(stdin_pipe[1]);
+    const char* argv[] = {"/bin/sh", "-c", "read line", nullptr};
+    const char* envp[] = {"PATH=/bin", "ISOHOST_PROBE_TEST=a value", nullptr};
+    ::execve("/bin/sh", const_cast<char**>(argv), const_cast<char**>(envp));
+    ::_exit(127);
+  }
+  ::close(exec_done[1]);
+  ::close(stdin_pipe[0]);
+  char byte;
+  ASSERT_EQ(::read(exec_done[0], &byte, 1), 0);
+  ::close(exec_done[0]);
+  const auto environment = process_environment(child);
+  EXPECT_EQ(find_environment_value(environment, "ISOHOST_PROBE_TEST"), "a value");
+  EXPECT_EQ(find_environment_value(environment, "HOME"), std::nullopt);
+  ::close(stdin_pipe[1]);
   int status = 0;
   ::waitpid(child, &status, 0);
 }

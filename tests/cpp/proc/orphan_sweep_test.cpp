@@ -25,8 +25,8 @@ TEST(OrphanSweep, EndsWorkersOfADeadHostAndSparesThoseOfALiveOne) {
   auto orphan = fake_worker("1:1");
   auto ours = fake_worker(host_tag());
   const auto swept = sweep_orphaned_workers();
-  EXPECT_THAT(swept, ::testing::Contains(orphan.pid));
   EXPECT_THAT(swept, ::testing::Not(::testing::Contains(ours.pid)));
+  // A sweep run by a test beside this one may end it first; either way a sweep must end it.
   EXPECT_EQ(reap(orphan.pidfd.get()), ExitStatus::killed(SIGKILL));
   EXPECT_TRUE(test_support::process_alive(ours.pid));
   signal_group(ours.pid, SIGKILL);

@@ -211,6 +211,45 @@ def start_grandchild():
 
 
 _grandchildren = []
+
+
+def start_setsid_grandchild(pid_file, clear_environment=False):
+    """Start a process the way a daemon does: a child forks a grandchild and exits at once; the
+    grandchild calls setsid() (leaving the worker's session and process group) and execs a
+    long sleep through /bin/sh, with an empty environment if `clear_environment`. Returns the
+    grandchild's pid once it has written it to `pid_file`. The host must end it with the
+    worker all the same (docs/lifecycle.md)."""
+    ready_read, ready_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                with open(pid_file + ".tmp", "w") as f:
+                    f.write("%d\n" % os.getpid())
+                os.rename(pid_file + ".tmp", pid_file)
+                # The shell says it runs, so its environment is the new one when this returns.
+                os.dup2(ready_write, 3)
+                os.set_inheritable(3, True)  # also where the pipe got 3 itself
+                os.execve("/bin/sh", ["/bin/sh", "-c", "echo x >&3; exec 3>&-; exec /bin/sleep 1000"],
+                          {} if clear_environment else os.environ)
+        finally:
+            os._exit(0)
+    os.close(ready_write)
+    os.waitpid(child, 0)
+    try:
+        if os.read(ready_read, 1) != b"x":
+            raise RuntimeError("the grandchild ended before it wrote its pid")
+    finally:
+        os.close(ready_read)
+    with open(pid_file) as f:
+        return int(f.read())
+
+
+def is_subreaper():
+    """prctl(PR_GET_CHILD_SUBREAPER): whether this worker adopts its orphaned descendants."""
+    from isohost_worker import tree
+    return tree.is_subreaper()
 _reserved_tensors = []
 
 
