@@ -216,7 +216,7 @@ _grandchildren = []
 def start_setsid_grandchild(pid_file, clear_environment=False):
     """Start a process the way a daemon does: a child forks a grandchild and exits at once; the
     grandchild calls setsid() (leaving the worker's session and process group) and execs a
-    long sleep through /bin/sh, with an empty environment if `clear_environment`. Returns the
+    Python that sleeps long, with an empty environment if `clear_environment`. Returns the
     grandchild's pid once it has written it to `pid_file`. The host must end it with the
     worker all the same (docs/lifecycle.md)."""
     ready_read, ready_write = os.pipe()
@@ -228,10 +228,14 @@ def start_setsid_grandchild(pid_file, clear_environment=False):
                 with open(pid_file + ".tmp", "w") as f:
                     f.write("%d\n" % os.getpid())
                 os.rename(pid_file + ".tmp", pid_file)
-                # The shell says it runs, so its environment is the new one when this returns.
+                # The new program says it runs, so its environment is the new one when this
+                # returns; it execs nothing more, so that stays so (a second exec would leave
+                # its environment unreadable for an instant).
                 os.dup2(ready_write, 3)
                 os.set_inheritable(3, True)  # also where the pipe got 3 itself
-                os.execve("/bin/sh", ["/bin/sh", "-c", "echo x >&3; exec 3>&-; exec /bin/sleep 1000"],
+                os.execve(sys.executable,
+                          [sys.executable, "-S", "-c",
+                           "import os, time; os.write(3, b'x'); os.close(3); time.sleep(1000)"],
                           {} if clear_environment else os.environ)
         finally:
             os._exit(0)
