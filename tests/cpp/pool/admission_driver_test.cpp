@@ -105,8 +105,13 @@ class AdmissionDriverTest : public ::testing::Test {
     }
   }
 
-  // Runs the loop until `pool` holds a step's answer back.
-  void run_until_held(const FakePool& pool) {
+  // Two requests of the host: the first (2000 MiB) needs a release whose answer `pool` holds
+  // back; the second (100 MiB) fits, but waits its turn. Returns once the release has begun.
+  void ask_two_behind_a_held_release(FakePool& pool, AdmissionDriver& driver,
+                                     std::vector<nlohmann::json>& answers) {
+    pool.answer_later = true;
+    ask(driver, 2000, answers);
+    ask(driver, 100, answers);
     while (pool.held.empty()) {
       io.restart();
       ASSERT_GT(io.run_one_for(10s), 0u) << "no step began";
@@ -143,12 +148,9 @@ TEST_F(AdmissionDriverTest, ReleasesAnIdleCacheThenPlansAgainAndGrants) {
 
 TEST_F(AdmissionDriverTest, OneRequestAtATimeInOrder) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
-  pool.answer_later = true;
   AdmissionDriver driver(io, pool, host);
   std::vector<nlohmann::json> answers;
-  ask(driver, 2000, answers);
-  ask(driver, 100, answers);  // fits now, but waits its turn behind the first's release
-  run_until_held(pool);
+  ask_two_behind_a_held_release(pool, driver, answers);
   io.restart();
   io.poll();
   EXPECT_TRUE(answers.empty()) << "the second was decided while the first's step was out";
@@ -189,12 +191,9 @@ TEST_F(AdmissionDriverTest, AWorkerThatCanNoLongerTakeItsStepEndsInARefusalAfter
 
 TEST_F(AdmissionDriverTest, StopDropsWhatWaitsAndDecidesNothingMore) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
-  pool.answer_later = true;
   AdmissionDriver driver(io, pool, host);
   std::vector<nlohmann::json> answers;
-  ask(driver, 2000, answers);
-  ask(driver, 100, answers);
-  run_until_held(pool);
+  ask_two_behind_a_held_release(pool, driver, answers);
   driver.stop();
   pool.held.front()(true, {});
   io.restart();

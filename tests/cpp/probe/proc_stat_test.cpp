@@ -1,11 +1,11 @@
 #include "probe/proc_stat.hpp"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,33 +85,61 @@ TEST(ProcessCmdline, OwnProcess) {
   EXPECT_FALSE(args[0].empty());
 }
 
-// A child that has exec'd a known command line: the close-on-exec pipe reaches EOF exactly when
-// exec succeeded, so the command line read afterwards is the new one.
-TEST(ProcessCmdline, ExecdChild) {
-  int exec_done[2];
-  int stdin_pipe[2];
-  ASSERT_EQ(::pipe2(exec_done, O_CLOEXEC), 0);
-  ASSERT_EQ(::pipe(stdin_pipe), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::dup2(stdin_pipe[0], 0);
+// A /bin/sh exec'ed with `argv` and `envp` that says it runs on a pipe, then waits on its stdin
+// until the test lets it go: /proc shows what exec gave it from then on (the close-on-exec
+// trick would not do: the kernel sets the new command line and environment after it closes
+// such descriptors).
+class ExecdShell {
+ public:
+  ExecdShell(std::vector<const char*> argv, std::vector<const char*> envp) {
+    int running[2];
+    int stdin_pipe[2];
+    if (::pipe(running) != 0 || ::pipe(stdin_pipe) != 0) throw std::runtime_error("pipe failed");
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only 0 and 3 go on: a copy of the stdin pipe's write end left open would keep its read
+      // from ever seeing EOF.
+      ::dup2(stdin_pipe[0], 0);
+      ::dup2(running[1], 3);
+      for (int fd : {running[0], running[1], stdin_pipe[0], stdin_pipe[1]}) {
+        if (fd != 0 && fd != 3) ::close(fd);
+      }
+      ::execve("/bin/sh", const_cast<char**>(argv.data()), const_cast<char**>(envp.data()));
+      ::_exit(127);
+    }
+    ::close(running[1]);
     ::close(stdin_pipe[0]);
-    ::close(stdin_pipe[1]);
-    ::execl("/bin/sh", "/bin/sh", "-c", "read line", "isohost-probe-test", "an argument with spaces",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
+    stdin_ = stdin_pipe[1];
+    char byte = 0;
+    const auto n = ::read(running[0], &byte, 1);
+    ::close(running[0]);
+    if (n != 1) throw std::runtime_error("the shell did not start");
   }
-  ::close(exec_done[1]);
-  ::close(stdin_pipe[0]);
-  char byte;
-  ASSERT_EQ(::read(exec_done[0], &byte, 1), 0);
-  ::close(exec_done[0]);
+  ~ExecdShell() {
+    ::close(stdin_);  // its read sees EOF and it exits
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  ExecdShell(const ExecdShell&) = delete;
+  ExecdShell& operator=(const ExecdShell&) = delete;
 
-  EXPECT_EQ(process_cmdline(child), (std::vector<std::string>{"/bin/sh", "-c", "read line", "isohost-probe-test",
-                                                              "an argument with spaces"}));
-  ::close(stdin_pipe[1]);  // sh's read sees EOF and exits
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+};
+
+// The script every ExecdShell runs: say so on descriptor 3, close it, wait on stdin.
+constexpr const char* kScript = "echo x >&3; exec 3>&-; read line";
+
+TEST(ProcessCmdline, ExecdChild) {
+  const ExecdShell shell({"/bin/sh", "-c", kScript, "isohost-probe-test", "an argument with spaces"},
+                         {"PATH=/bin"});
+  EXPECT_EQ(process_cmdline(shell.pid()), (std::vector<std::string>{"/bin/sh", "-c", kScript, "isohost-probe-test",
+                                                                    "an argument with spaces"}));
 }
 
 TEST(ParseLinks, StateAndParentAfterAnAwkwardCommandName) {
@@ -141,31 +169,10 @@ TEST(FindEnvironmentValue, ExactNameFirstEntryWins) {
 
 // What exec received, read back from another process.
 TEST(ProcessEnvironment, ExecdChild) {
-  int exec_done[2];
-  int stdin_pipe[2];
-  ASSERT_EQ(::pipe2(exec_done, O_CLOEXEC), 0);
-  ASSERT_EQ(::pipe(stdin_pipe), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::dup2(stdin_pipe[0], 0);
-    ::close(stdin_pipe[0]);
-    ::close(stdin_pipe[1]);
-    const char* argv[] = {"/bin/sh", "-c", "read line", nullptr};
-    const char* envp[] = {"PATH=/bin", "ISOHOST_PROBE_TEST=a value", nullptr};
-    ::execve("/bin/sh", const_cast<char**>(argv), const_cast<char**>(envp));
-    ::_exit(127);
-  }
-  ::close(exec_done[1]);
-  ::close(stdin_pipe[0]);
-  char byte;
-  ASSERT_EQ(::read(exec_done[0], &byte, 1), 0);
-  ::close(exec_done[0]);
-  const auto environment = process_environment(child);
+  const ExecdShell shell({"/bin/sh", "-c", kScript}, {"PATH=/bin", "ISOHOST_PROBE_TEST=a value"});
+  const auto environment = process_environment(shell.pid());
   EXPECT_EQ(find_environment_value(environment, "ISOHOST_PROBE_TEST"), "a value");
   EXPECT_EQ(find_environment_value(environment, "HOME"), std::nullopt);
-  ::close(stdin_pipe[1]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
 }
 
 }  // namespace
