@@ -136,10 +136,11 @@ class ExecdShell {
 constexpr const char* kScript = "echo x >&3; exec 3>&-; read line";
 
 TEST(ProcessCmdline, ExecdChild) {
-  const ExecdShell shell({"/bin/sh", "-c", kScript, "isohost-probe-test", "an argument with spaces"},
-                         {"PATH=/bin"});
-  EXPECT_EQ(process_cmdline(shell.pid()), (std::vector<std::string>{"/bin/sh", "-c", kScript, "isohost-probe-test",
-                                                                    "an argument with spaces"}));
+  const ExecdShell shell(
+      {"/bin/sh", "-c", kScript, "isohost-probe-test", "an argument with spaces"}, {"PATH=/bin"});
+  EXPECT_EQ(process_cmdline(shell.pid()),
+            (std::vector<std::string>{"/bin/sh", "-c", kScript, "isohost-probe-test",
+                                      "an argument with spaces"}));
 }
 
 TEST(ParseLinks, StateAndParentAfterAnAwkwardCommandName) {
