@@ -6,7 +6,7 @@
 # bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` also runs the ComfyUI checks
 # and bench comfyui (bench/gpu/comfyui.sh); `all` those and the longer benchmarks (bench rtt,
 # bench start, bench hibernate, and sleep's). `bench/gpu/run.sh sleep` runs only sleep's checks and
-# benchmarks (bench/gpu/sleep.sh, 8 minutes at worst), so that they fit in one run.
+# benchmarks (bench/gpu/sleep.sh, about 9 minutes at worst), so that they fit in one run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-bench/results/gpu}")

@@ -40,10 +40,6 @@ nlohmann::json not_done(const char* key, std::string reason) {
   return {{key, false}, {"reason", std::move(reason)}};
 }
 
-std::string describe(const Worker& w) {
-  return fmt::format("worker '{}' (pid {}, generation {})", w.env_name(), w.pid(), w.generation());
-}
-
 }  // namespace
 
 nlohmann::json Hibernation::to_json() const {
@@ -76,11 +72,11 @@ std::optional<std::string> Pool::cannot_hibernate(const Slot& slot) const {
     return "environment '" + slot.config.name + "' has hibernate = false";
   }
   if (w.state() != WorkerState::ready && w.state() != WorkerState::asleep) {
-    return describe(w) + " is " + worker::worker_state_name(w.state()) + ", not idle";
+    return w.identity() + " is " + worker::worker_state_name(w.state()) + ", not idle";
   }
   if (slot.state == EnvState::admitting_wake)
-    return describe(w) + " is waiting for room on the card to wake";
-  if (!slot.queue.empty()) return describe(w) + " has requests waiting";
+    return w.identity() + " is waiting for room on the card to wake";
+  if (!slot.queue.empty()) return w.identity() + " has requests waiting";
   return std::nullopt;
 }
 
@@ -114,13 +110,13 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
     if (slot.worker != w ||
         (w->state() != WorkerState::ready && w->state() != WorkerState::asleep)) {
       done(Outcome::success(
-          not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+          not_done("hibernated", w->identity() + " ended before it could be hibernated")));
       return;
     }
     if (!slot.queue.empty()) {
       done(Outcome::success(
           not_done("hibernated",
-                   describe(*w) + " was asked for work while it slept; it serves that instead")));
+                   w->identity() + " was asked for work while it slept; it serves that instead")));
       pump(slot);
       return;
     }
@@ -129,7 +125,7 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
       record.driver_only_because =
           slept.ok() ? slept.value().value("reason", std::string("it did not sleep"))
                      : std::string("its sleep failed: ") + slept.error().what();
-      spdlog::info("{} did not sleep ({}); the driver moves its models too", describe(*w),
+      spdlog::info("{} did not sleep ({}); the driver moves its models too", w->identity(),
                    record.driver_only_because);
     }
     checkpoint(slot, std::move(record), std::move(done));
@@ -143,7 +139,7 @@ void Pool::checkpoint(Slot& slot, Hibernation record, Handler done) {
   w->query("hibernating", [this, &slot, w, record, done = std::move(done)](Outcome report) mutable {
     if (slot.worker != w || w->state() != WorkerState::hibernating) {
       done(Outcome::success(
-          not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+          not_done("hibernated", w->identity() + " ended before it could be hibernated")));
       return;
     }
     const bool cuda = report.ok() && report.value().is_object() &&
@@ -156,7 +152,7 @@ void Pool::checkpoint(Slot& slot, Hibernation record, Handler done) {
          done = std::move(done)](std::vector<ProcessMemory> sample) mutable {
           if (slot.worker != w || w->state() != WorkerState::hibernating) {
             done(Outcome::success(
-                not_done("hibernated", describe(*w) + " ended before it could be hibernated")));
+                not_done("hibernated", w->identity() + " ended before it could be hibernated")));
             return;
           }
           if (sample.empty()) sample.emplace_back();  // the sampling failed: nothing seen
@@ -171,7 +167,7 @@ void Pool::lock_and_checkpoint(Slot& slot, const std::shared_ptr<Worker>& w, boo
   if (!cuda && sample.vram_method != "nvml") {
     back_to_idle(slot, w);
     done(Outcome::success(not_done(
-        "hibernated", describe(*w) + " has no CUDA context: nothing to move off the card")));
+        "hibernated", w->identity() + " has no CUDA context: nothing to move off the card")));
     pump(slot);
     return;
   }
@@ -191,13 +187,13 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
   if (slot.worker != w || w->state() != WorkerState::hibernating) {
     // Killed meanwhile (shutdown, reap, crash): its exit has been handled.
     done(Outcome::success(
-        not_done("hibernated", describe(*w) + " ended while it was being hibernated")));
+        not_done("hibernated", w->identity() + " ended while it was being hibernated")));
     return;
   }
   using Kind = DriverOutcome::Kind;
   if (outcome.kind == Kind::failed) {
     Error error(ErrorKind::hibernate_failed,
-                describe(*w) + " could not be hibernated: " + outcome.message + "; it was retired");
+                w->identity() + " could not be hibernated: " + outcome.message + "; it was retired");
     spdlog::error("{}", error.what());
     w->kill(error);
     done(Outcome::failure(error));
@@ -205,9 +201,9 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
   }
   if (outcome.kind != Kind::done) {
     back_to_idle(slot, w);
-    spdlog::info("{} was not hibernated: {}", describe(*w), outcome.message);
+    spdlog::info("{} was not hibernated: {}", w->identity(), outcome.message);
     done(Outcome::success(
-        not_done("hibernated", describe(*w) + " was not hibernated: " + outcome.message)));
+        not_done("hibernated", w->identity() + " was not hibernated: " + outcome.message)));
     pump(slot);
     return;
   }
@@ -225,7 +221,7 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
   spdlog::info(
       "hibernated {}: {} of VRAM moved into its host RAM (RSS +{}) in {:.3f} s (lock {:.1f} ms, "
       "checkpoint {:.0f} ms)",
-      describe(*w), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
+      w->identity(), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
       outcome.first_ms, outcome.second_ms);
   done(Outcome::success(
       {{"hibernated", true},
@@ -247,14 +243,14 @@ void Pool::begin_wake(Slot& slot, Handler done) {
   if (slot.state == EnvState::admitting_wake) {
     if (done) {
       done(Outcome::success(
-          not_done("woken", describe(*w) + " is waiting for room on the card to wake")));
+          not_done("woken", w->identity() + " is waiting for room on the card to wake")));
     }
     return;
   }
   const bool asleep = w->state() == WorkerState::asleep;
   if (!asleep && w->state() != WorkerState::hibernated) {
     if (done) {
-      done(Outcome::success(not_done("woken", describe(*w) + " is " +
+      done(Outcome::success(not_done("woken", w->identity() + " is " +
                                                   worker::worker_state_name(w->state()) +
                                                   ", neither hibernated nor asleep")));
     }
@@ -296,7 +292,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
                 admission_.grants().settle(grant.get<memory::GrantId>());
               if (done) {
                 done(Outcome::success(
-                    not_done("woken", describe(*w) + " ended before it could be woken")));
+                    not_done("woken", w->identity() + " ended before it could be woken")));
               }
               if (slot.worker == w) pump(slot);
               return;
@@ -304,7 +300,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
             if (!answer.value("granted", false)) {
               fail_wake(slot,
                         Error(ErrorKind::wake_failed,
-                              describe(*w) + " could not be woken: no room on the card for the " +
+                              w->identity() + " could not be woken: no room on the card for the " +
                                   mib_text(moved) + " it moved off (" +
                                   answer.value("explanation", std::string()) + "); it stays " +
                                   worker::worker_state_name(state) + ", its state intact",
@@ -333,7 +329,7 @@ void Pool::restore(Slot& slot, const std::shared_ptr<Worker>& w,
     const auto models_grant = slot.sleep ? grant : std::nullopt;
     if (slot.worker != w || w->state() != WorkerState::waking) {
       if (done)
-        done(Outcome::success(not_done("woken", describe(*w) + " ended while it was being woken")));
+        done(Outcome::success(not_done("woken", w->identity() + " ended while it was being woken")));
       return;
     }
     finish_wake(slot, w, std::move(outcome), rss_before, models_grant, std::move(done));
@@ -358,7 +354,7 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
   if (outcome.kind != DriverOutcome::Kind::done) {
     if (models_grant) admission_.grants().settle(*models_grant);
     Error error(ErrorKind::wake_failed,
-                describe(*w) + " could not be woken: " + outcome.message +
+                w->identity() + " could not be woken: " + outcome.message +
                     "; it was retired and the next call starts a fresh worker");
     spdlog::error("{}", error.what());
     w->kill(error);
@@ -374,7 +370,7 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
   spdlog::info(
       "woke {}: {} of VRAM restored from its host RAM (RSS -{}) in {:.3f} s (restore {:.0f} ms, "
       "unlock {:.1f} ms)",
-      describe(*w), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
+      w->identity(), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
       outcome.second_ms);
   nlohmann::json woken{{"woken", true},
                        {"pid", w->pid()},

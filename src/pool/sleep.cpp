@@ -17,10 +17,6 @@ namespace {
 using worker::Worker;
 using worker::WorkerState;
 
-std::string describe(const Worker& w) {
-  return fmt::format("worker '{}' (pid {}, generation {})", w.env_name(), w.pid(), w.generation());
-}
-
 // A figure of the worker's receipt; the receipt is input, never trusted to be well formed.
 template <typename T>
 T receipt_figure(const nlohmann::json& receipt, const char* key, T fallback) {
@@ -56,7 +52,7 @@ void Pool::put_to_sleep(Slot& slot, Handler done) {
   if (!offers_sleep(w->hello())) {
     done(Outcome::success(
         {{"asleep", false},
-         {"reason", describe(*w) + "'s runtime has no sleep (an older isohost_worker)"}}));
+         {"reason", w->identity() + "'s runtime has no sleep (an older isohost_worker)"}}));
     return;
   }
   const auto sent = Clock::now();
@@ -65,12 +61,12 @@ void Pool::put_to_sleep(Slot& slot, Handler done) {
                if (slot.worker != w || w->state() != WorkerState::ready) {
                  done(outcome.ok()
                           ? Outcome::success({{"asleep", false},
-                                              {"reason", describe(*w) + " ended while it slept"}})
+                                              {"reason", w->identity() + " ended while it slept"}})
                           : std::move(outcome));
                  return;
                }
                if (!outcome.ok()) {
-                 spdlog::warn("{} could not sleep: {}", describe(*w), outcome.error().what());
+                 spdlog::warn("{} could not sleep: {}", w->identity(), outcome.error().what());
                  check_asleep_after_failure(slot, w, std::move(outcome), std::move(done));
                  return;
                }
@@ -94,7 +90,7 @@ void Pool::put_to_sleep(Slot& slot, Handler done) {
                spdlog::info(
                    "{} is asleep: {:.0f} MiB in {} storages moved into its host RAM in {:.3f} s "
                    "({:.0f} MiB left on the card)",
-                   describe(*w), static_cast<double>(record.bytes) / 1048576.0, record.storages,
+                   w->identity(), static_cast<double>(record.bytes) / 1048576.0, record.storages,
                    record.seconds, static_cast<double>(record.left_on_card) / 1048576.0);
                done(std::move(outcome));
              });
@@ -115,7 +111,7 @@ void Pool::check_asleep_after_failure(Slot& slot, const std::shared_ptr<Worker>&
                          .bytes = receipt_figure<std::uint64_t>(asleep, "bytes", 0),
                          .storages = receipt_figure<std::uint64_t>(asleep, "storages", 0)};
       w->mark_asleep();
-      spdlog::warn("{} is asleep after its failed sleep: {} bytes in its host RAM", describe(*w),
+      spdlog::warn("{} is asleep after its failed sleep: {} bytes in its host RAM", w->identity(),
                    slot.sleep->bytes);
     }
     done(std::move(failure));
@@ -136,7 +132,7 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
                  if (done)
                    done(outcome.ok()
                             ? Outcome::failure(Error(ErrorKind::wake_failed,
-                                                     describe(*w) + " ended while it woke"))
+                                                     w->identity() + " ended while it woke"))
                             : std::move(outcome));
                  return;
                }
@@ -145,7 +141,7 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
                  w->mark_asleep();
                  fail_wake(slot,
                            Error(ErrorKind::wake_failed,
-                                 describe(*w) + " could not wake: " + outcome.error().what() +
+                                 w->identity() + " could not wake: " + outcome.error().what() +
                                      "; it stays asleep, its models intact in its host RAM",
                                  outcome.error().detail()),
                            std::move(done));
@@ -159,7 +155,7 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
                slot.sleep.reset();
                ++slot.metrics.wakes;
                slot.metrics.wake_seconds.observe(seconds);
-               spdlog::info("{} woke: {:.0f} MiB back on the card in {:.3f} s", describe(*w),
+               spdlog::info("{} woke: {:.0f} MiB back on the card in {:.3f} s", w->identity(),
                             static_cast<double>(bytes) / 1048576.0, seconds);
                if (done) {
                  done(Outcome::success({{"woken", true},

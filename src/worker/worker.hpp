@@ -204,6 +204,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   [[nodiscard]] Clock::time_point spawned_at() const { return spawned_at_; }
   [[nodiscard]] std::optional<Clock::time_point> ready_at() const { return ready_at_; }
   [[nodiscard]] const std::string& env_name() const { return options_.env_name; }
+  // "worker 'NAME' (pid P, generation G)", as every log line and error names it.
+  [[nodiscard]] std::string identity() const;
 
  private:
   Worker(asio::io_context& io, WorkerOptions options, Events events);
@@ -239,7 +241,6 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // Ends what this host's workers started and left outside the host's tree (proc::end_escaped).
   void end_escaped() const;
   bool move_state(std::initializer_list<WorkerState> from, WorkerState to);
-  [[nodiscard]] std::string identity() const;
   [[nodiscard]] std::string stderr_tail() const;
   Error death_error(const proc::ExitStatus& status) const;
 

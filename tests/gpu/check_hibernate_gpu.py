@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from gpu_checks import GIB, MIB, ServedHost, alive, apps, check, device_used, results, within
+from gpu_checks import GIB, MIB, ServedHost, alive, apps, check, device_used, results, wait_until, within
 
 ISOHOST = sys.argv[1]
 
@@ -189,9 +189,7 @@ def main_checks(tmp):
         assert host.op("hibernate", "gpu").get("hibernated") is True
         host.cli("shutdown")
         host.process.wait(timeout=30)
-        deadline = time.time() + 5
-        while device_used() > baseline + 64 * MIB and time.time() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: device_used() <= baseline + 64 * MIB, 5, 0.1)
         check("shutdown ends a hibernated worker; the card is back to its baseline",
               not alive(pid3) and device_used() <= baseline + 64 * MIB,
               "device used %d MiB, baseline %d MiB" % (device_used() // MIB, baseline // MIB))
@@ -199,16 +197,7 @@ def main_checks(tmp):
         if host.process.poll() is None:
             host.process.kill()
             host.process.wait()
-        host.log.close()
-        with open(os.path.join(tmp, "host.log")) as f:
-            lines = [l.rstrip() for l in f]
-        marked = [l for l in lines if "hibernated worker" in l or "woke worker" in l or "not hibernated" in l]
-        print("host log, hibernation lines (first 3, last 3):")
-        for line in marked[:3] + marked[-3:]:
-            print("  " + line)
-        print("host log, last 8 lines:")
-        for line in lines[-8:]:
-            print("  " + line)
+        host.print_log("hibernation", ("hibernated worker", "woke worker", "not hibernated"), 3)
 
 
 if __name__ == "__main__":

@@ -344,16 +344,7 @@ def main_checks(tmp):
             except subprocess.TimeoutExpired:
                 host.process.kill()
                 host.process.wait()
-        host.log.close()
-        with open(os.path.join(tmp, "host.log")) as f:
-            lines = [l.rstrip() for l in f]
-        marked = [l for l in lines if "asleep" in l or "woke" in l or "sleep" in l or "hibernated" in l]
-        print("host log, sleep lines (first 4, last 4):")
-        for line in marked[:4] + marked[-4:]:
-            print("  " + line)
-        print("host log, last 8 lines:")
-        for line in lines[-8:]:
-            print("  " + line)
+        host.print_log("sleep", ("asleep", "woke", "sleep", "hibernated"), 4)
 
 
 if __name__ == "__main__":

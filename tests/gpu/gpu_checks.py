@@ -94,3 +94,17 @@ class ServedHost:
             if w["env"] == env:
                 return w
         return None
+
+    def print_log(self, what, markers, ends):
+        """Closes the host's log and prints its lines that hold any of `markers` (the first and
+        last `ends`), then its last 8 lines."""
+        self.log.close()
+        with open(self.log.name) as f:
+            lines = [l.rstrip() for l in f]
+        marked = [l for l in lines if any(m in l for m in markers)]
+        print("host log, %s lines (first %d, last %d):" % (what, ends, ends))
+        for line in marked[:ends] + marked[-ends:]:
+            print("  " + line)
+        print("host log, last 8 lines:")
+        for line in lines[-8:]:
+            print("  " + line)

@@ -180,19 +180,25 @@ class Worker:
         self.proc.stderr.close()
 
 
-@pytest.fixture
-def spawn():
-    """spawn(**options) -> a started Worker that has said hello; all are ended afterwards."""
+def started_workers(**defaults):
+    """Yields start(**options) -> a started Worker that has said hello, with `defaults` under
+    `options`; ends them all afterwards. The body of the `spawn` fixtures."""
     workers = []
 
     def start(**options):
-        worker = Worker(**options)
+        worker = Worker(**dict(defaults, **options))
         workers.append(worker)
         return worker
 
     yield start
     for worker in workers:
         worker.close()
+
+
+@pytest.fixture
+def spawn():
+    """spawn(**options) -> a started Worker that has said hello; all are ended afterwards."""
+    yield from started_workers()
 
 
 @pytest.fixture

@@ -34,17 +34,7 @@ PYTHON_FIXTURES = _python_tests.FIXTURES
 def spawn():
     """spawn(**options) -> a started Worker that can import tests/torch/fixtures and
     tests/python/fixtures_mod; all are ended afterwards."""
-    workers = []
-
-    def start(**options):
-        options.setdefault("paths", (str(FIXTURES), str(PYTHON_FIXTURES)))
-        worker = Worker(**options)
-        workers.append(worker)
-        return worker
-
-    yield start
-    for worker in workers:
-        worker.close()
+    yield from _python_tests.started_workers(paths=(str(FIXTURES), str(PYTHON_FIXTURES)))
 
 
 @pytest.fixture
