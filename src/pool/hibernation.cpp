@@ -192,8 +192,8 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
   }
   using Kind = DriverOutcome::Kind;
   if (outcome.kind == Kind::failed) {
-    Error error(ErrorKind::hibernate_failed,
-                w->identity() + " could not be hibernated: " + outcome.message + "; it was retired");
+    Error error(ErrorKind::hibernate_failed, w->identity() + " could not be hibernated: " +
+                                                 outcome.message + "; it was retired");
     spdlog::error("{}", error.what());
     w->kill(error);
     done(Outcome::failure(error));
@@ -329,7 +329,8 @@ void Pool::restore(Slot& slot, const std::shared_ptr<Worker>& w,
     const auto models_grant = slot.sleep ? grant : std::nullopt;
     if (slot.worker != w || w->state() != WorkerState::waking) {
       if (done)
-        done(Outcome::success(not_done("woken", w->identity() + " ended while it was being woken")));
+        done(
+            Outcome::success(not_done("woken", w->identity() + " ended while it was being woken")));
       return;
     }
     finish_wake(slot, w, std::move(outcome), rss_before, models_grant, std::move(done));
