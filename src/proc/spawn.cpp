@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -10,9 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -110,20 +113,60 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   ::_exit(127);
 }
 
-// A child with fork's semantics whose pidfd comes from the same system call (clone3 with
-// CLONE_PIDFD, Linux 5.3): no moment exists when a SIGCHLD handler or waitpid(-1) elsewhere in an
-// embedding program could reap it and free its pid before the pidfd is open. Where clone3 is
-// missing or filtered out, fork() and pidfd_open(). Returns the pid (0 in the child), or -1 with errno set.
-pid_t fork_with_pidfd(wire::UniqueFd& pidfd) {
+// Sanitizers' interceptors (close, dup2, signal) keep their state in the process's memory, which
+// a CLONE_VM child would share and change under the parent's feet: their builds copy instead.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kShareMemoryUntilExec = false;
+#else
+constexpr bool kShareMemoryUntilExec = true;
+#endif
+
+// What the child runs on its own stack, sharing the parent's memory until it execs.
+struct ChildStart {
+  const SpawnOptions* options;
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  int error_fd;
+  pid_t parent;
+};
+
+int run_child(void* start) {
+  const auto* s = static_cast<const ChildStart*>(start);
+  exec_child_async_signal_safe(*s->options, s->program, s->argv, s->envp, s->error_fd, s->parent);
+}
+
+// The child the way posix_spawn makes it: CLONE_VM | CLONE_VFORK, so nothing of what may be a
+// multi-GB host (ComfyUI embedding the pool) is copied, not even its page tables, and the
+// caller is held only until the child has exec'd or failed, a fraction of a millisecond; and
+// CLONE_PIDFD, so the pidfd comes from the same system call: no moment exists when a SIGCHLD
+// handler or waitpid(-1) elsewhere in an embedding program could reap the child and free its
+// pid before the pidfd is open. Where that is refused (a kernel before 5.2, a seccomp filter,
+// a sanitizer build), clone3 with fork's semantics, then fork() and pidfd_open(). Returns the
+// pid, or -1 with errno set; the child never returns.
+pid_t clone_with_pidfd(ChildStart& start, wire::UniqueFd& pidfd) {
   int fd = -1;
-  clone_args args{};
-  args.flags = CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<std::uint64_t>(&fd);
-  args.exit_signal = SIGCHLD;
-  auto pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  pid_t pid = -1;
+  errno = ENOSYS;
+  if (kShareMemoryUntilExec) {
+    // The child's frames are small (a few hundred bytes); glibc's posix_spawn uses 32 KiB.
+    constexpr std::size_t kStackBytes = 64 * 1024;
+    const auto stack = std::make_unique<std::max_align_t[]>(kStackBytes / sizeof(std::max_align_t));
+    pid = ::clone(run_child, stack.get() + kStackBytes / sizeof(std::max_align_t),
+                  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &start, &fd);
+  }
+  if (pid < 0 && (errno == ENOSYS || errno == EPERM || errno == EINVAL)) {
+    clone_args args{};
+    args.flags = CLONE_PIDFD;
+    args.pidfd = reinterpret_cast<std::uint64_t>(&fd);
+    args.exit_signal = SIGCHLD;
+    pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+    if (pid == 0) run_child(&start);
+  }
   // ENOSYS: a kernel before 5.3; EPERM: a container's seccomp filter that refuses clone3.
   if (pid < 0 && (errno == ENOSYS || errno == EPERM)) {
     pid = ::fork();
+    if (pid == 0) run_child(&start);
     if (pid > 0) fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   }
   if (pid > 0) pidfd.reset(fd);
@@ -193,18 +236,19 @@ Child spawn(const SpawnOptions& options) {
   }
   wire::UniqueFd error_read(error_pipe[0]);
   wire::UniqueFd error_write(error_pipe[1]);
-  const pid_t parent = ::getpid();
+  ChildStart start{.options = &options,
+                   .program = program.c_str(),
+                   .argv = argv.data(),
+                   .envp = envp.data(),
+                   .error_fd = error_write.get(),
+                   .parent = ::getpid()};
   wire::UniqueFd pidfd;
   pid_t pid;
   {
     const SignalsBlocked blocked;
-    pid = fork_with_pidfd(pidfd);
-    if (pid == 0) {
-      exec_child_async_signal_safe(options, program.c_str(), argv.data(), envp.data(),
-                                   error_write.get(), parent);
-    }
+    pid = clone_with_pidfd(start, pidfd);
   }
-  if (pid < 0) throw SpawnError(std::string("clone3: ") + std::strerror(errno), errno);
+  if (pid < 0) throw SpawnError(std::string("clone: ") + std::strerror(errno), errno);
   error_write.reset();
   ChildFailure failure{};
   ssize_t n;
