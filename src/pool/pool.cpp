@@ -226,10 +226,7 @@ std::future<PoolStatus> Pool::status_with_memory() {
   return future;
 }
 
-void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
-  // A worker whose call holds the GIL in C code cannot answer on its side lane; ps does not
-  // wait for it past this bound and shows it without its report.
-  constexpr auto kReportWait = std::chrono::seconds(2);
+void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Reports reports) {
   struct Gather {
     PoolStatus status;
     std::size_t remaining = 0;
@@ -241,7 +238,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
   gather->status = status_on_loop();
   gather->remaining = gather->status.workers.size() + 1;
   gather->done = std::move(done);
-  gather->timer = std::make_unique<asio::steady_timer>(io_, kReportWait);
+  gather->timer = std::make_unique<asio::steady_timer>(io_, options_.report_wait);
   auto finish = [this, gather](bool now) {
     if (gather->finished || (!now && --gather->remaining > 0)) return;
     gather->finished = true;
@@ -288,12 +285,27 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done) {
       finish(false);
       continue;
     }
+    if (reports == Reports::cached_while_busy && it->second.worker->state() == WorkerState::busy) {
+      if (auto cached = cached_report(gather->status.workers[i].pid)) {
+        gather->status.workers[i].report = std::move(*cached);
+        finish(false);
+        continue;
+      }
+    }
     it->second.worker->query("memory", [gather, i, finish](Outcome outcome) {
       if (outcome.ok() && !gather->finished) gather->status.workers[i].report = outcome.value();
       finish(false);
     });
   }
   finish(false);
+}
+
+std::optional<nlohmann::json> Pool::cached_report(pid_t pid) const {
+  if (!recent_memory_) return std::nullopt;
+  for (const auto& w : recent_memory_->status.workers) {
+    if (w.pid == pid && w.report.is_object()) return w.report;
+  }
+  return std::nullopt;
 }
 
 void Pool::status_with_recent_memory_on_loop(std::chrono::milliseconds max_age,

@@ -71,6 +71,9 @@ struct PoolOptions {
   std::chrono::milliseconds hibernate_lock_timeout{2000};
   // How long the event loop polls after a burst of work before it sleeps (polling_loop.hpp).
   std::chrono::microseconds poll_window{50};
+  // How long a status with memory waits for a worker's report (its side lane goes unanswered
+  // while a call holds the GIL in C code); it shows that worker without one after.
+  std::chrono::milliseconds report_wait{2000};
 };
 
 class Pool : private AdmissionSteps {
@@ -113,9 +116,17 @@ class Pool : private AdmissionSteps {
   // Loop thread only.
   void submit_on_loop(Request request, Handler handler);
   [[nodiscard]] PoolStatus status_on_loop() const;
-  // The status with every worker's memory: asks each live worker for its report on the side
+  // Whose report a status with memory asks for. `every_worker` (ps) waits up to
+  // PoolOptions::report_wait for a worker whose call holds the GIL in C code; `cached_while_busy`
+  // (admission) takes a busy worker's last report instead where there is one: a busy worker is
+  // no step's candidate, and its VRAM is read from outside either way (only where NVML cannot
+  // see our pids does a context opened since that report go unattributed, and then it counts
+  // as foreign: never free).
+  enum class Reports : std::uint8_t { every_worker, cached_while_busy };
+  // The status with every worker's memory: asks live workers for their reports on the side
   // lane (answered even mid-call), then measures RAM and VRAM from outside.
-  void status_with_memory_on_loop(std::function<void(PoolStatus)> done);
+  void status_with_memory_on_loop(std::function<void(PoolStatus)> done,
+                                  Reports reports = Reports::every_worker);
   std::future<PoolStatus> status_with_memory();
   // The status as it is now, with the memory of the last sample if it is at most `max_age` old
   // (workers matched by pid; one started since shows none), else with a fresh one. For views
@@ -256,6 +267,8 @@ class Pool : private AdmissionSteps {
   void on_worker_exit(Slot& slot, const std::shared_ptr<worker::Worker>& w,
                       const worker::ExitReport& report);
   void finish_shutdown_if_done();
+  // The last report `pid` gave, from the last status with memory.
+  [[nodiscard]] std::optional<nlohmann::json> cached_report(pid_t pid) const;
   // Admission made room in `slot`'s environment for `for_env` (the live view shows it).
   static void note_admission_step(Slot& slot, const char* action, const std::string& for_env);
   [[nodiscard]] std::chrono::milliseconds call_timeout(const Slot& slot) const;

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +18,7 @@
 #include "control/status_json.hpp"
 #include "pool/pool.hpp"
 #include "support/test_support.hpp"
+#include "wire/unique_fd.hpp"
 
 namespace isohost {
 namespace {
@@ -200,6 +204,34 @@ TEST_F(VramAdmission, ARequestThatWaitsDoesNotHoldUpOneThatFits) {
   EXPECT_EQ(b.wait_for(0s), std::future_status::timeout) << "b still waits for a";
   EXPECT_TRUE(b.get()["granted"]);
   a.get();
+}
+
+// Admission does not wait on a busy worker's side lane, which goes unanswered while its call
+// holds the GIL in C code: the report it gave when last asked stands in (issue 13: each round
+// waited up to 2 s for it). The pool here would wait an hour, and let the call run as long.
+TEST_F(VramAdmission, DoesNotWaitForTheReportOfAWorkerStuckInC) {
+  auto config = card(1000);
+  config.host.call_timeout = 1h;
+  pool::Pool pool(config, {.report_wait = 1h});
+  const auto make_room = [&pool] {
+    return pool.submit({pool::Request::Kind::make_room, "", {{"bytes", 100u << 20}}});
+  };
+  const auto c = pool.call("c", "isohost_test_funcs:pid").get().get<pid_t>();
+  EXPECT_EQ(make_room().get()["outcome"], "grant");  // c, idle, gave its report
+  const auto fifo = dir.path + "/gil";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto stuck = pool.call("c", "isohost_test_funcs:hold_gil_reading", {fifo});
+  const wire::UniqueFd writer(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));  // c has opened it
+  ASSERT_TRUE(test_support::eventually([c] {
+    std::ifstream in("/proc/" + std::to_string(c) + "/syscall");
+    long number = -1;
+    return (in >> number) && number == SYS_read;
+  }));
+  auto answer = make_room();
+  ASSERT_EQ(answer.wait_for(60s), std::future_status::ready) << "admission waited for c's report";
+  EXPECT_EQ(answer.get()["outcome"], "grant");
+  ASSERT_EQ(::write(writer.get(), "x", 1), 1);
+  EXPECT_EQ(stuck.get(), 1);
 }
 
 TEST_F(VramAdmission, PsShowsTheDeviceBooks) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -150,8 +151,13 @@ TempDir::~TempDir() {
   if (!path.empty()) std::filesystem::remove_all(path, ignored);
 }
 
-PausedChild::PausedChild() : pid(::fork()) {
+PausedChild::PausedChild() {
+  const pid_t test = ::getpid();
+  pid = ::fork();
   if (pid == 0) {
+    // Ends with the test even when the test is killed before its destructors run.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != test) ::_exit(0);
     ::pause();
     ::_exit(0);
   }

@@ -401,3 +401,16 @@ def stuck_in_c(seconds):
 
 def ask_not_json():
     return isohost_worker.ask("x", float("nan"))
+
+
+def hold_gil_reading(fifo):
+    """Blocks in read(2) on the FIFO at `fifo` while holding the GIL (a C function called
+    through ctypes.PyDLL keeps it), as a call deep in C code does: the side lane cannot answer
+    until a byte arrives. Returns how many bytes it read."""
+    import ctypes
+
+    fd = os.open(fifo, os.O_RDONLY)  # returns once the test opens the other end
+    try:
+        return ctypes.PyDLL(None).read(fd, ctypes.create_string_buffer(1), 1)
+    finally:
+        os.close(fd)
