@@ -97,7 +97,7 @@ Pool::Pool(Config config, PoolOptions options)
     options_.cuda_library = library != nullptr && *library != '\0' ? library : "libcuda.so.1";
   }
   make_zygotes();
-  arm_pressure_check();
+  if (config_.host.ram_budget != 0 || config_.host.ram_floor != 0) ram_pressure_.start();
   // Spawning happens on this thread, so it is the thread the workers' death signal watches:
   // it lives exactly as long as the pool.
   thread_ = std::thread([this] {
@@ -345,7 +345,7 @@ void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
           std::chrono::duration<double>(metrics.taken_at - recent_memory_->at).count();
     }
     metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - started_at_).count();
-    metrics.ram_sweeps = ram_sweeps_;
+    metrics.ram_sweeps = ram_pressure_.sweeps();
     for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
     done(std::move(metrics));
   });
@@ -800,6 +800,7 @@ void Pool::request_shutdown() {
     phase_ = Phase::shutting_down;
     spdlog::info("shutting down: ending {} worker(s)", live_.size());
     admission_.stop();
+    ram_pressure_.stop();
     for (auto& [name, slot] : slots_) {
       fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
       if (slot.worker) retire(slot, "host shutdown");
@@ -821,7 +822,6 @@ void Pool::finish_shutdown_if_done() {
   for (auto& [name, slot] : slots_) {
     slot.idle_timers->cancel();
   }
-  pressure_timer_.cancel();
   work_.reset();
 }
 

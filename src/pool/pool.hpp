@@ -41,6 +41,7 @@
 #include "pool/idle_timers.hpp"
 #include "pool/memory_sampler.hpp"
 #include "pool/pool_status.hpp"
+#include "pool/ram_pressure_sweep.hpp"
 #include "pool/request.hpp"
 #include "pool/sampling_thread.hpp"
 #include "pool/zygote.hpp"
@@ -207,12 +208,11 @@ class Pool : private AdmissionSteps {
   void arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
                       std::function<void(Slot&)> action);
   // RAM pressure (ram_pressure.cpp): every pressure_interval, reaps idle workers while all
-  // workers' PSS exceeds the budget or MemAvailable is under the floor.
-  void arm_pressure_check();
-  void check_ram_pressure();
-  // Reaps idle workers, largest PSS first, while a limit is broken (`pss`: the sweep's figures).
-  void relieve_ram_pressure(std::uint64_t total, std::uint64_t available,
-                            const std::map<pid_t, std::uint64_t>& pss);
+  // workers' PSS exceeds the budget or MemAvailable is under the floor. The sweep's reading,
+  // taken on the sampling thread.
+  RamPressureSweep::Read pressure_reading();
+  // Reaps idle workers, largest PSS first, while a limit is broken.
+  void relieve_ram_pressure(const PressureReading& reading);
   // Asks the idle worker to drop its caches and logs the receipt as `why`; `done` runs after.
   void release(Slot& slot, const std::string& why, std::function<void()> done = nullptr);
   // Admission (vram_admission.cpp; admission_driver.hpp decides): reserve_vram from a worker,
@@ -296,9 +296,9 @@ class Pool : private AdmissionSteps {
   };
   std::optional<RecentMemory> recent_memory_;
   Clock::time_point started_at_ = Clock::now();
-  std::uint64_t ram_sweeps_ = 0;
   AdmissionDriver admission_{io_, *this, config_.host};
-  asio::steady_timer pressure_timer_{io_};
+  RamPressureSweep ram_pressure_{io_, options_.pressure_interval, pressure_reading(),
+                                 [this](const PressureReading& r) { relieve_ram_pressure(r); }};
   // What sleeps, wakes and the driver took per GiB on this machine, for the planner.
   memory::TransferRates measured_rates_;
   // Made at the first hibernation; its thread makes the driver's calls.

@@ -1,5 +1,6 @@
-// The pool's RAM pressure sweep: the books come from /proc (read on the sampling thread), the
-// decision from memory::plan_ram_relief, the reaps from the pool.
+// The pool's side of the RAM pressure sweep (ram_pressure_sweep.hpp keeps its rhythm): the
+// books come from /proc (read on the sampling thread), the decision from
+// memory::plan_ram_relief, the reaps from the pool.
 
 #include <map>
 #include <optional>
@@ -11,25 +12,15 @@
 #include "memory/ram_relief.hpp"
 #include "pool/memory_snapshot.hpp"
 #include "pool/pool.hpp"
-#include "probe/meminfo.hpp"
 #include "probe/probe_error.hpp"
 #include "probe/proc_status.hpp"
 
 namespace isohost::pool {
 namespace {
 
-// What one sweep reads from /proc, on the sampling thread.
-struct PressureSample {
-  std::optional<probe::SystemMemory> system;  // unset: meminfo could not be read
-  std::string error;
-  std::uint64_t rss_sum = 0;
-  // PSS by pid, read only when the cheap figures say a limit may be broken.
-  std::map<pid_t, std::uint64_t> pss;
-};
-
-PressureSample read_pressure(const std::vector<pid_t>& workers, std::uint64_t budget,
+PressureReading read_pressure(const std::vector<pid_t>& workers, std::uint64_t budget,
                              std::uint64_t floor) {
-  PressureSample out;
+  PressureReading out;
   try {
     out.system = probe::read_system_memory();
   } catch (const probe::ProbeError& e) {
@@ -38,13 +29,14 @@ PressureSample read_pressure(const std::vector<pid_t>& workers, std::uint64_t bu
   }
   // RSS bounds PSS from above and costs a fraction of smaps_rollup: read PSS only when the
   // cheap figures say a limit may be broken.
+  std::uint64_t rss_sum = 0;
   for (pid_t pid : workers) {
     try {
-      out.rss_sum += probe::read_rss_counters(pid).rss;
+      rss_sum += probe::read_rss_counters(pid).rss;
     } catch (const probe::ProbeError&) {
     }
   }
-  const bool over_budget = budget != 0 && out.rss_sum > budget;
+  const bool over_budget = budget != 0 && rss_sum > budget;
   const bool under_floor = floor != 0 && out.system->available < floor;
   if (!over_budget && !under_floor) return out;
   for (pid_t pid : workers) {
@@ -59,42 +51,25 @@ PressureSample read_pressure(const std::vector<pid_t>& workers, std::uint64_t bu
 
 }  // namespace
 
-void Pool::arm_pressure_check() {
-  if (config_.host.ram_budget == 0 && config_.host.ram_floor == 0) return;
-  pressure_timer_.expires_after(options_.pressure_interval);
-  pressure_timer_.async_wait([this](const asio::error_code& ec) {
-    if (ec || phase_ != Phase::serving) return;
-    check_ram_pressure();
-  });
+RamPressureSweep::Read Pool::pressure_reading() {
+  return [this](std::function<void(PressureReading)> done) {
+    std::vector<pid_t> workers;
+    for (const auto& [name, slot] : slots_) {
+      if (slot.worker) workers.push_back(slot.worker->pid());
+    }
+    sampling_.run<PressureReading>(
+        [workers, budget = config_.host.ram_budget, floor = config_.host.ram_floor](MemorySampler&) {
+          return read_pressure(workers, budget, floor);
+        },
+        std::move(done));
+  };
 }
 
-void Pool::check_ram_pressure() {
-  std::vector<pid_t> workers;
-  for (const auto& [name, slot] : slots_) {
-    if (slot.worker) workers.push_back(slot.worker->pid());
-  }
-  sampling_.run<PressureSample>(
-      [workers, budget = config_.host.ram_budget, floor = config_.host.ram_floor](MemorySampler&) {
-        return read_pressure(workers, budget, floor);
-      },
-      [this](PressureSample sample) {
-        if (phase_ != Phase::serving) return;
-        // The next sweep is armed whatever this one found: one that fails must not end them.
-        arm_pressure_check();
-        ++ram_sweeps_;
-        if (!sample.system) {
-          spdlog::warn("RAM pressure sweep skipped: {}", sample.error);
-          return;
-        }
-        relieve_ram_pressure(sample.system->total, sample.system->available, sample.pss);
-      });
-}
-
-void Pool::relieve_ram_pressure(std::uint64_t total, std::uint64_t available,
-                                const std::map<pid_t, std::uint64_t>& pss) {
+void Pool::relieve_ram_pressure(const PressureReading& reading) {
+  const auto& pss = reading.pss;
   if (pss.empty()) return;  // no limit broken, or no worker left to read
-  memory::RamLedger ram{.mem_total = total,
-                        .available = available,
+  memory::RamLedger ram{.mem_total = reading.system->total,
+                        .available = reading.system->available,
                         .budget = config_.host.ram_budget,
                         .floor = config_.host.ram_floor};
   for (const auto& [name, slot] : slots_) {

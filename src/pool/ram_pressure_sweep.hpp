@@ -1,0 +1,78 @@
+#pragma once
+
+// The RAM pressure sweep's rhythm: every `interval`, one reading of host RAM and the workers'
+// (taken off the loop by whoever `read` hands it to), then `relieve` on the loop with what it
+// found. The next sweep is armed when a reading comes back, whatever it found, so sweeps never
+// overlap and one that fails does not end them. What to reap is decided elsewhere
+// (memory::plan_ram_relief, through the pool's relieve_ram_pressure).
+//
+//   RamPressureSweep sweep(io, 2s, read_on_sampling_thread, relieve);
+//   sweep.start();  // first reading after one interval
+//   ...
+//   sweep.stop();   // on the loop; a reading in flight is dropped when it comes back
+//
+// Loop-thread only.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "probe/meminfo.hpp"
+
+namespace isohost::pool {
+
+struct PressureReading {
+  std::optional<probe::SystemMemory> system;  // unset: meminfo could not be read (`error`)
+  std::string error;
+  // PSS by worker pid, read only when the cheap figures say a limit may be broken.
+  std::map<pid_t, std::uint64_t> pss;
+};
+
+class RamPressureSweep {
+ public:
+  // Takes one reading and hands it to `done`, on the loop, once.
+  using Read = std::function<void(std::function<void(PressureReading)> done)>;
+  // What to do with a reading whose meminfo was read.
+  using Relieve = std::function<void(const PressureReading&)>;
+
+  RamPressureSweep(asio::io_context& io, std::chrono::milliseconds interval, Read read,
+                   Relieve relieve)
+      : timer_(io), interval_(interval), read_(std::move(read)), relieve_(std::move(relieve)) {}
+  RamPressureSweep(const RamPressureSweep&) = delete;
+  RamPressureSweep& operator=(const RamPressureSweep&) = delete;
+
+  void start() {
+    stopped_ = false;
+    arm();
+  }
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+  // Readings that came back, failed ones included.
+  [[nodiscard]] std::uint64_t sweeps() const { return sweeps_; }
+
+ private:
+  void arm();
+  void sweep();
+
+  asio::steady_timer timer_;
+  std::chrono::milliseconds interval_;
+  Read read_;
+  Relieve relieve_;
+  bool stopped_ = true;
+  std::uint64_t sweeps_ = 0;
+  // Lets a reading that comes back after this sweep is gone find it gone.
+  std::shared_ptr<RamPressureSweep*> self_ = std::make_shared<RamPressureSweep*>(this);
+};
+
+}  // namespace isohost::pool
