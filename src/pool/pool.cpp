@@ -636,6 +636,7 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
           [this, &slot, weak](const nlohmann::json& request, std::function<void(nlohmann::json)> answer) {
             if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
           },
+      .run_escape_pass = [this](std::function<void()> pass) { sampling_.run_off_loop(std::move(pass)); },
   };
 }
 

@@ -55,6 +55,18 @@ class SamplingThread {
     });
   }
 
+  // Runs `work`, which needs no sampler, on the same thread; the loop is kept running until it
+  // has. What it throws is logged.
+  void run_off_loop(std::function<void()> work) {
+    asio::post(thread_, [work = std::move(work), guard = asio::make_work_guard(loop_)] {
+      try {
+        work();
+      } catch (const std::exception& e) {
+        spdlog::error("work off the loop failed: {}", e.what());
+      }
+    });
+  }
+
  private:
   asio::io_context& loop_;
   std::string simulated_gpu_;

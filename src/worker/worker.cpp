@@ -583,11 +583,18 @@ void Worker::condemn(Error reason) {
 void Worker::end_escaped() const {
   // A worker that ended on its own (a crash, a kill from outside) could not take its tree with
   // it: what it started was re-parented to init. Its environment still names this host.
-  for (pid_t pid : proc::end_escaped(options_.host_tag)) {
-    spdlog::warn(
-        "ended pid {} that a worker of this host started and left behind when it "
-        "ended ({} had just ended)",
-        pid, identity());
+  auto pass = [tag = options_.host_tag, who = identity()] {
+    for (pid_t pid : proc::end_escaped(tag)) {
+      spdlog::warn(
+          "ended pid {} that a worker of this host started and left behind when it "
+          "ended ({} had just ended)",
+          pid, who);
+    }
+  };
+  if (events_.run_escape_pass) {
+    events_.run_escape_pass(std::move(pass));
+  } else {
+    pass();
   }
 }
 

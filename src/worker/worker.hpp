@@ -144,6 +144,9 @@ class Worker : public std::enable_shared_from_this<Worker> {
     // died it does nothing. Unset: such requests are refused as unsupported.
     std::function<void(const nlohmann::json& request, std::function<void(nlohmann::json)> answer)>
         on_worker_request;
+    // Runs, off the loop, the pass that ends what an ended worker left outside the host's tree
+    // (proc::end_escaped walks /proc: 0.6 to 14 ms). Unset: the pass runs on the loop.
+    std::function<void(std::function<void()> pass)> run_escape_pass;
   };
 
   // The ops a worker may send besides hello and reply.
