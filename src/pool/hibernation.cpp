@@ -99,7 +99,7 @@ void Pool::begin_hibernation(Slot& slot, Handler done) {
     done(Outcome::success(not_done("hibernated", *why)));
     return;
   }
-  slot.idle_timers->cancel();
+  slot.idle->cancel_timers();
   if (w->state() == WorkerState::asleep) {
     checkpoint(slot, Hibernation{.since = Clock::now()}, std::move(done));
     return;
@@ -402,7 +402,7 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
 }
 
 void Pool::hibernate_idle(Slot& slot) {
-  slot.idle_step = IdleStep::hibernated;
+  slot.idle->step = IdleStep::hibernated;
   const auto name = slot.config.name;
   begin_hibernation(slot, [name](Outcome outcome) {
     if (!outcome.ok()) return;  // logged where it failed

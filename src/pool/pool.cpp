@@ -90,7 +90,7 @@ Pool::Pool(Config config, PoolOptions options)
   for (const auto& [name, env] : config_.environments) {
     auto& slot = slots_[name];
     slot.config = env;
-    slot.idle_timers = std::make_unique<IdleTimers>(io_);
+    slot.idle = std::make_unique<IdleSpell>(io_);
   }
   if (options_.cuda_library.empty()) {
     const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
@@ -204,7 +204,7 @@ PoolStatus Pool::status_on_loop() const {
                     .origin = slot.origin,
                     .zygote_pid = slot.zygote_pid};
     if (is_idle(w.state())) {
-      ws.idle_seconds = std::chrono::duration<double>(now - slot.idle_since).count();
+      ws.idle_seconds = std::chrono::duration<double>(now - slot.idle->since).count();
     }
     const auto& starts = slot.metrics.start_seconds;
     if (starts.count() > 0)
@@ -550,8 +550,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
             // driver's figures tell from here on.
             admission_.grants().drop_worker(slot.config.name);
             ++slot.calls;
-            slot.idle_since = Clock::now();
-            slot.idle_step = IdleStep::none;
+            slot.idle->begin(Clock::now());
           }
         }
         handler(std::move(outcome));
@@ -615,10 +614,10 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (error != nullptr) {
               fail_queue(slot, *error);
             } else {
-              slot.idle_since = Clock::now();
+              slot.idle->begin(Clock::now());
               ++slot.metrics.starts;
               slot.metrics.start_seconds.observe(
-                  std::chrono::duration<double>(slot.idle_since - slot.worker->spawned_at())
+                  std::chrono::duration<double>(slot.idle->since - slot.worker->spawned_at())
                       .count());
               try {
                 slot.pss_at_ready = probe::read_footprint(slot.worker->pid()).pss;
@@ -693,7 +692,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
 void Pool::retire(Slot& slot, const std::string& reason) {
   auto w = std::move(slot.worker);
   slot.worker = nullptr;
-  slot.idle_timers->cancel();
+  slot.idle->cancel_timers();
   admission_.grants().drop_worker(slot.config.name);
   slot.hibernation.reset();
   slot.sleep.reset();
@@ -710,20 +709,20 @@ void Pool::arm_idle_timers(Slot& slot) {
   // A hibernated or asleep worker is still idle: it is reaped on time, but not released (its
   // caches went with its models); an asleep one may still be hibernated.
   if (!is_idle(state)) return;
-  if (slot.idle_step < IdleStep::released && state == WorkerState::ready) {
-    arm_idle_timer(slot, slot.idle_timers->release, config_.host.idle_release,
+  if (slot.idle->step < IdleStep::released && state == WorkerState::ready) {
+    arm_idle_timer(slot, slot.idle->release, config_.host.idle_release,
                    [this](Slot& s) { release(s, "idle"); });
   }
   const bool awake_or_asleep = state == WorkerState::ready || state == WorkerState::asleep;
-  if (awake_or_asleep && slot.config.hibernate && slot.idle_step < IdleStep::hibernated) {
-    arm_idle_timer(slot, slot.idle_timers->hibernate, config_.host.idle_hibernate,
+  if (awake_or_asleep && slot.config.hibernate && slot.idle->step < IdleStep::hibernated) {
+    arm_idle_timer(slot, slot.idle->hibernate, config_.host.idle_hibernate,
                    [this](Slot& s) { hibernate_idle(s); });
   }
-  if (state == WorkerState::ready && slot.idle_step < IdleStep::slept) {
-    arm_idle_timer(slot, slot.idle_timers->sleep, config_.host.idle_sleep,
+  if (state == WorkerState::ready && slot.idle->step < IdleStep::slept) {
+    arm_idle_timer(slot, slot.idle->sleep, config_.host.idle_sleep,
                    [this](Slot& s) { sleep_idle(s); });
   }
-  arm_idle_timer(slot, slot.idle_timers->reap, config_.host.idle_reap, [this](Slot& s) {
+  arm_idle_timer(slot, slot.idle->reap, config_.host.idle_reap, [this](Slot& s) {
     retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
   });
 }
@@ -731,13 +730,13 @@ void Pool::arm_idle_timers(Slot& slot) {
 void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
                           std::function<void(Slot&)> action) {
   if (window.count() == 0) return;
-  timer.expires_at(slot.idle_since + window);
+  timer.expires_at(slot.idle->since + window);
   timer.async_wait([this, &slot, &timer, w = std::weak_ptr<Worker>(slot.worker), window,
                     action = std::move(action)](const asio::error_code& ec) mutable {
     if (ec || phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
     if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake) return;
-    if (Clock::now() - slot.idle_since < window) {
+    if (Clock::now() - slot.idle->since < window) {
       arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
       return;
     }
@@ -747,7 +746,7 @@ void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::mi
 
 void Pool::release(Slot& slot, const std::string& why, std::function<void()> done) {
   if (slot.worker->state() != WorkerState::ready) return;
-  slot.idle_step = std::max(slot.idle_step, IdleStep::released);
+  slot.idle->step = std::max(slot.idle->step, IdleStep::released);
   const auto pid = slot.worker->pid();
   const auto generation = slot.worker->generation();
   const auto name = slot.config.name;
@@ -821,7 +820,7 @@ void Pool::finish_shutdown_if_done() {
   for (auto& hook : stopped_hooks_) hook();
   stopped_hooks_.clear();
   for (auto& [name, slot] : slots_) {
-    slot.idle_timers->cancel();
+    slot.idle->cancel_timers();
   }
   work_.reset();
 }

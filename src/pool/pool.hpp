@@ -38,7 +38,7 @@
 #include "pool/env_metrics.hpp"
 #include "pool/env_state.hpp"
 #include "pool/hibernator.hpp"
-#include "pool/idle_timers.hpp"
+#include "pool/idle_spell.hpp"
 #include "pool/memory_sampler.hpp"
 #include "pool/pool_status.hpp"
 #include "pool/ram_pressure_sweep.hpp"
@@ -169,10 +169,9 @@ class Pool : private AdmissionSteps {
     std::uint64_t ticket_in_flight = 0;
     CrashBackoff backoff;
     std::uint64_t calls = 0;
-    Clock::time_point idle_since = Clock::now();
-    std::unique_ptr<IdleTimers> idle_timers;
+    // Behind a pointer: its timers cannot move, and slots live in a map that is built once.
+    std::unique_ptr<IdleSpell> idle;
     std::optional<std::uint64_t> pss_at_ready;
-    IdleStep idle_step = IdleStep::none;
     std::optional<Hibernation> hibernation;
     std::optional<Sleep> sleep;
     // Environments with `preload` only (zygote.hpp).

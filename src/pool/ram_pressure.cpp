@@ -79,7 +79,7 @@ void Pool::relieve_ram_pressure(const PressureReading& reading) {
     ram.holdings.push_back({.worker_id = name,
                             .pid = slot.worker->pid(),
                             .state = memory_state(slot.worker->state()),
-                            .last_used = slot.idle_since,
+                            .last_used = slot.idle->since,
                             .pss = it->second});
   }
   const auto plan = memory::plan_ram_relief(ram);

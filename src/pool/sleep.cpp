@@ -170,7 +170,7 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
 }
 
 void Pool::sleep_idle(Slot& slot) {
-  slot.idle_step = std::max(slot.idle_step, IdleStep::slept);
+  slot.idle->step = std::max(slot.idle->step, IdleStep::slept);
   const auto name = slot.config.name;
   // Through the queue, as a release: a call that came meanwhile goes first.
   slot.queue.push_back(Pending{Request{Request::Kind::sleep, name}, [name](Outcome outcome) {
