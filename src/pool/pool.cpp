@@ -632,10 +632,12 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (auto w = weak->lock()) on_worker_exit(slot, w, report);
           },
       .on_worker_request =
-          [this, &slot, weak](const nlohmann::json& request, std::function<void(nlohmann::json)> answer) {
+          [this, &slot, weak](const nlohmann::json& request,
+                              std::function<void(nlohmann::json)> answer) {
             if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
           },
-      .run_escape_pass = [this](std::function<void()> pass) { sampling_.run_off_loop(std::move(pass)); },
+      .run_escape_pass =
+          [this](std::function<void()> pass) { sampling_.run_off_loop(std::move(pass)); },
   };
 }
 

@@ -19,7 +19,7 @@ namespace isohost::pool {
 namespace {
 
 PressureReading read_pressure(const std::vector<pid_t>& workers, std::uint64_t budget,
-                             std::uint64_t floor) {
+                              std::uint64_t floor) {
   PressureReading out;
   try {
     out.system = probe::read_system_memory();
@@ -58,9 +58,8 @@ RamPressureSweep::Read Pool::pressure_reading() {
       if (slot.worker) workers.push_back(slot.worker->pid());
     }
     sampling_.run<PressureReading>(
-        [workers, budget = config_.host.ram_budget, floor = config_.host.ram_floor](MemorySampler&) {
-          return read_pressure(workers, budget, floor);
-        },
+        [workers, budget = config_.host.ram_budget, floor = config_.host.ram_floor](
+            MemorySampler&) { return read_pressure(workers, budget, floor); },
         std::move(done));
   };
 }

@@ -39,11 +39,10 @@ class RamPressureSweepTest : public ::testing::Test {
   asio::io_context io;
   std::vector<std::function<void(PressureReading)>> pending;
   std::vector<std::uint64_t> relieved;  // `available` of each reading relieve saw
-  RamPressureSweep sweep{io, 1ms,
-                         [this](std::function<void(PressureReading)> done) {
-                           pending.push_back(std::move(done));
-                         },
-                         [this](const PressureReading& r) { relieved.push_back(r.system->available); }};
+  RamPressureSweep sweep{
+      io, 1ms,
+      [this](std::function<void(PressureReading)> done) { pending.push_back(std::move(done)); },
+      [this](const PressureReading& r) { relieved.push_back(r.system->available); }};
 };
 
 TEST_F(RamPressureSweepTest, EachReadingIsRelievedAndArmsTheNext) {
