@@ -113,15 +113,19 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   ::_exit(127);
 }
 
-// Sanitizers' interceptors (close, dup2, signal) keep their state in the process's memory, which
-// a CLONE_VM child would share and change under the parent's feet: their builds copy instead.
+// Sanitizers' interceptors (close, dup2, signal) keep their state in the process's memory. A
+// CLONE_VM child would share it and change it under the parent's feet, and a raw clone3 child
+// runs them unaware that it was forked (ThreadSanitizer then reports the parent's other
+// threads' descriptors as races with the child's dup2). fork() is intercepted: they know, and
+// stand aside in the child until it execs. So their builds fork.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kShareMemoryUntilExec = false;
+constexpr bool kSanitized = true;
 #else
-constexpr bool kShareMemoryUntilExec = true;
+constexpr bool kSanitized = false;
 #endif
 
-// What the child runs on its own stack, sharing the parent's memory until it execs.
+// What the child needs, made before the clone: the child may share the parent's memory until it
+// execs, and then must touch nothing else of it.
 struct ChildStart {
   const SpawnOptions* options;
   const char* program;
@@ -141,30 +145,29 @@ int run_child(void* start) {
 // caller is held only until the child has exec'd or failed, a fraction of a millisecond; and
 // CLONE_PIDFD, so the pidfd comes from the same system call: no moment exists when a SIGCHLD
 // handler or waitpid(-1) elsewhere in an embedding program could reap the child and free its
-// pid before the pidfd is open. Where that is refused (a kernel before 5.2, a seccomp filter,
-// a sanitizer build), clone3 with fork's semantics, then fork() and pidfd_open(). Returns the
-// pid, or -1 with errno set; the child never returns.
+// pid before the pidfd is open. Where that is refused (a kernel before 5.2, a seccomp filter),
+// clone3 with fork's semantics; where that is too, and in sanitizer builds, fork() and
+// pidfd_open(). Returns the pid, or -1 with errno set; the child never returns.
 pid_t clone_with_pidfd(ChildStart& start, wire::UniqueFd& pidfd) {
   int fd = -1;
   pid_t pid = -1;
-  errno = ENOSYS;
-  if (kShareMemoryUntilExec) {
+  if (!kSanitized) {
     // The child's frames are small (a few hundred bytes); glibc's posix_spawn uses 32 KiB.
     constexpr std::size_t kStackBytes = 64 * 1024;
     const auto stack = std::make_unique<std::max_align_t[]>(kStackBytes / sizeof(std::max_align_t));
     pid = ::clone(run_child, stack.get() + kStackBytes / sizeof(std::max_align_t),
                   CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &start, &fd);
-  }
-  if (pid < 0 && (errno == ENOSYS || errno == EPERM || errno == EINVAL)) {
-    clone_args args{};
-    args.flags = CLONE_PIDFD;
-    args.pidfd = reinterpret_cast<std::uint64_t>(&fd);
-    args.exit_signal = SIGCHLD;
-    pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-    if (pid == 0) run_child(&start);
+    if (pid < 0 && (errno == ENOSYS || errno == EPERM || errno == EINVAL)) {
+      clone_args args{};
+      args.flags = CLONE_PIDFD;
+      args.pidfd = reinterpret_cast<std::uint64_t>(&fd);
+      args.exit_signal = SIGCHLD;
+      pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+      if (pid == 0) run_child(&start);
+    }
   }
   // ENOSYS: a kernel before 5.3; EPERM: a container's seccomp filter that refuses clone3.
-  if (pid < 0 && (errno == ENOSYS || errno == EPERM)) {
+  if (kSanitized || (pid < 0 && (errno == ENOSYS || errno == EPERM))) {
     pid = ::fork();
     if (pid == 0) run_child(&start);
     if (pid > 0) fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
