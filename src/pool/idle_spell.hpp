@@ -11,8 +11,35 @@
 #include <asio/steady_timer.hpp>
 
 #include "pool/env_state.hpp"
+#include "worker/worker.hpp"
 
 namespace isohost::pool {
+
+// The idle steps a worker may still take in this spell, by its state and the deepest step it
+// took (each at most once, and never a shallower one after a deeper one). Release and sleep
+// need it awake; hibernation awake or asleep, where its environment allows; any idle worker,
+// hibernated too, is reaped on time. A worker that is not idle (starting, busy, in a step,
+// stopping) takes none. Pure.
+struct IdleStepsLeft {
+  bool release = false;
+  bool sleep = false;
+  bool hibernate = false;
+  bool reap = false;
+
+  bool operator==(const IdleStepsLeft&) const = default;
+};
+
+inline IdleStepsLeft idle_steps_left(worker::WorkerState state, IdleStep taken,
+                                     bool hibernate_allowed) {
+  using worker::WorkerState;
+  const bool awake = state == WorkerState::ready;
+  const bool asleep = state == WorkerState::asleep;
+  if (!awake && !asleep && state != WorkerState::hibernated) return {};
+  return {.release = awake && taken < IdleStep::released,
+          .sleep = awake && taken < IdleStep::slept,
+          .hibernate = (awake || asleep) && hibernate_allowed && taken < IdleStep::hibernated,
+          .reap = true};
+}
 
 struct IdleSpell {
   using Clock = std::chrono::steady_clock;

@@ -707,26 +707,25 @@ void Pool::retire(Slot& slot, const std::string& reason) {
 
 void Pool::arm_idle_timers(Slot& slot) {
   if (!slot.worker) return;
-  const auto state = slot.worker->state();
-  // A hibernated or asleep worker is still idle: it is reaped on time, but not released (its
-  // caches went with its models); an asleep one may still be hibernated.
-  if (!is_idle(state)) return;
-  if (slot.idle->step < IdleStep::released && state == WorkerState::ready) {
+  const auto left = idle_steps_left(slot.worker->state(), slot.idle->step, slot.config.hibernate);
+  if (left.release) {
     arm_idle_timer(slot, slot.idle->release, config_.host.idle_release,
                    [this](Slot& s) { release(s, "idle"); });
   }
-  const bool awake_or_asleep = state == WorkerState::ready || state == WorkerState::asleep;
-  if (awake_or_asleep && slot.config.hibernate && slot.idle->step < IdleStep::hibernated) {
+  if (left.hibernate) {
     arm_idle_timer(slot, slot.idle->hibernate, config_.host.idle_hibernate,
                    [this](Slot& s) { hibernate_idle(s); });
   }
-  if (state == WorkerState::ready && slot.idle->step < IdleStep::slept) {
+  if (left.sleep) {
     arm_idle_timer(slot, slot.idle->sleep, config_.host.idle_sleep,
                    [this](Slot& s) { sleep_idle(s); });
   }
-  arm_idle_timer(slot, slot.idle->reap, config_.host.idle_reap, [this](Slot& s) {
-    retire(s, fmt::format("idle for {:g} s", std::chrono::duration<double>(config_.host.idle_reap).count()));
-  });
+  if (left.reap) {
+    arm_idle_timer(slot, slot.idle->reap, config_.host.idle_reap, [this](Slot& s) {
+      retire(s, fmt::format("idle for {:g} s",
+                            std::chrono::duration<double>(config_.host.idle_reap).count()));
+    });
+  }
 }
 
 void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
