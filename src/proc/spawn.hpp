@@ -58,8 +58,9 @@ struct Child {
   wire::UniqueFd pidfd;
 };
 
-// Forks and execs. Returns once exec has succeeded; throws SpawnError otherwise (the failed
-// child is reaped).
+// Starts the child (posix_spawn's way: it shares this process's memory until it execs) and
+// execs. Returns once exec has succeeded; throws SpawnError otherwise (the failed child is
+// reaped).
 Child spawn(const SpawnOptions& options);
 
 // The host's environment with the variables that would let the host's Python settings leak
