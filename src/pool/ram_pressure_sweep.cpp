@@ -12,18 +12,17 @@ void RamPressureSweep::arm() {
 }
 
 void RamPressureSweep::sweep() {
-  read_([weak = std::weak_ptr<RamPressureSweep*>(self_)](PressureReading reading) {
-    const auto alive = weak.lock();
-    if (!alive) return;
-    RamPressureSweep& self = **alive;
-    if (self.stopped_) return;
-    self.arm();
-    ++self.sweeps_;
+  // The owner's loop runs every reading's `done` before it ends (the sampling thread holds it
+  // open), so the sweep outlives them.
+  read_([this](PressureReading reading) {
+    if (stopped_) return;
+    arm();
+    ++sweeps_;
     if (!reading.system) {
       spdlog::warn("RAM pressure sweep skipped: {}", reading.error);
       return;
     }
-    self.relieve_(reading);
+    relieve_(reading);
   });
 }
 

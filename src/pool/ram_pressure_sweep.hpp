@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -71,8 +70,6 @@ class RamPressureSweep {
   Relieve relieve_;
   bool stopped_ = true;
   std::uint64_t sweeps_ = 0;
-  // Lets a reading that comes back after this sweep is gone find it gone.
-  std::shared_ptr<RamPressureSweep*> self_ = std::make_shared<RamPressureSweep*>(this);
 };
 
 }  // namespace isohost::pool
