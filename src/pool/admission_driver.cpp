@@ -12,7 +12,6 @@
 namespace isohost::pool {
 namespace {
 
-using Clock = Admission::Clock;
 using worker::Worker;
 using worker::WorkerState;
 
@@ -33,9 +32,14 @@ std::uint64_t to_mib(std::uint64_t bytes) { return bytes >> 20; }
 
 }  // namespace
 
-AdmissionDriver::AdmissionDriver(asio::io_context& io, AdmissionSteps& steps,
+AdmissionDriver::AdmissionDriver(asio::io_context& io, LoopClock& clock, AdmissionSteps& steps,
                                  const HostSettings& host)
-    : io_(io), steps_(steps), host_(host) {}
+    : io_(io),
+      clock_(clock),
+      steps_(steps),
+      host_(host),
+      waiting_alarm_(clock.alarm(io)),
+      round_alarm_(clock.alarm(io)) {}
 
 void AdmissionDriver::ask(std::shared_ptr<Admission> job) {
   queue_.push_back(std::move(job));
@@ -46,8 +50,8 @@ void AdmissionDriver::stop() {
   stopped_ = true;
   queue_.clear();
   waiting_.clear();
-  round_timer_.cancel();
-  waiting_timer_.cancel();
+  round_alarm_->cancel();
+  waiting_alarm_->cancel();
 }
 
 void AdmissionDriver::next() {
@@ -64,7 +68,7 @@ void AdmissionDriver::plan(std::shared_ptr<Admission> job) {
 }
 
 void AdmissionDriver::expire_grants() {
-  for (const auto& g : grants_.expire(Clock::now(), host_.grant_lifetime)) {
+  for (const auto& g : grants_.expire(clock_.now(), host_.grant_lifetime)) {
     spdlog::info("grant {} of {} MiB on GPU {} to '{}' expired unused; its bytes are free again",
                  g.id, to_mib(g.bytes), g.device, g.requester);
   }
@@ -95,10 +99,7 @@ void AdmissionDriver::decide(const std::shared_ptr<Admission>& job, const PoolSt
   const bool needs_steps = plan.grants() && plan.outcome != memory::AdmissionOutcome::grant;
   if (needs_steps && job->reaped_last_round && job->settle_polls < kSettlePolls) {
     ++job->settle_polls;
-    round_timer_.expires_after(kSettlePoll);
-    round_timer_.async_wait([this, job](const asio::error_code& ec) {
-      if (!ec) this->plan(job);
-    });
+    round_alarm_->set(kSettlePoll, [this, job] { this->plan(job); });
     return;
   }
   if (job->wake && !plan.device_found && status.devices.empty()) {
@@ -110,7 +111,7 @@ void AdmissionDriver::decide(const std::shared_ptr<Admission>& job, const PoolSt
   }
   if (plan.outcome == memory::AdmissionOutcome::grant) {
     if (!job->for_host)
-      plan.grant_id = grants_.add(job->env, request.device, request.bytes, Clock::now());
+      plan.grant_id = grants_.add(job->env, request.device, request.bytes, clock_.now());
   } else if (needs_steps && job->rounds < kMaxRounds) {
     make_room(job, plan);
     return;
@@ -136,9 +137,8 @@ void AdmissionDriver::set_aside(const std::shared_ptr<Admission>& job) {
   deciding_ = false;
   if (waiting_.size() == 1) {
     // One poll for all that wait: each is planned again, first in the line, in its turn.
-    waiting_timer_.expires_after(kWaitPoll);
-    waiting_timer_.async_wait([this](const asio::error_code& ec) {
-      if (ec || stopped_) return;
+    waiting_alarm_->set(kWaitPoll, [this] {
+      if (stopped_) return;
       auto waiting = std::exchange(waiting_, {});
       queue_.insert(queue_.begin(), waiting.begin(), waiting.end());
       next();
@@ -209,9 +209,9 @@ void AdmissionDriver::when_steps_done(const std::shared_ptr<Admission>& job,
                                       std::vector<std::weak_ptr<Worker>> ending) {
   // Each step always answers (a release is bounded by the call timeout, a hibernation by the
   // driver: 10 GiB takes some 5 s), and each reaped worker's end by its shutdown grace.
-  const auto deadline = Clock::now() + host_.shutdown_grace + std::chrono::seconds(2);
+  const auto deadline = clock_.now() + host_.shutdown_grace + std::chrono::seconds(2);
   // The poll holds itself only weakly (a strong self-capture would be a cycle that never frees);
-  // the pending timer's handler keeps it alive between polls.
+  // the alarm set for the next poll keeps it alive meanwhile.
   auto poll = std::make_shared<std::function<void()>>();
   *poll = [this, job, in_flight, ending = std::move(ending), deadline,
            self = std::weak_ptr<std::function<void()>>(poll)]() {
@@ -219,14 +219,11 @@ void AdmissionDriver::when_steps_done(const std::shared_ptr<Admission>& job,
       auto alive = w.lock();
       return !alive || alive->state() == WorkerState::dead;
     });
-    if ((*in_flight == 0 && (gone || Clock::now() > deadline)) || stopped_) {
+    if ((*in_flight == 0 && (gone || clock_.now() > deadline)) || stopped_) {
       plan(job);
       return;
     }
-    round_timer_.expires_after(kStepPoll);
-    round_timer_.async_wait([poll = self.lock()](const asio::error_code& ec) {
-      if (!ec && poll) (*poll)();
-    });
+    round_alarm_->set(kStepPoll, [poll = self.lock()] { (*poll)(); });
   };
   (*poll)();
 }
@@ -235,7 +232,7 @@ void AdmissionDriver::answer(const std::shared_ptr<Admission>& job,
                              const memory::AdmissionPlan& plan) {
   const bool granted = plan.outcome == memory::AdmissionOutcome::grant;
   const auto outcome = granted ? job->made_room : memory::AdmissionOutcome::refuse;
-  const double waited = std::chrono::duration<double>(Clock::now() - job->asked_at).count();
+  const double waited = std::chrono::duration<double>(clock_.now() - job->asked_at).count();
   std::string explanation = plan.explain();
   if (!job->note.empty()) explanation += " (" + job->note + ")";
   std::string done;

@@ -7,7 +7,7 @@
 // the request is granted or refused. A request that must wait for busy workers steps aside, so
 // the ones behind it, wakes included, are decided meanwhile.
 //
-//   AdmissionDriver driver(io, pool_as_steps, config.host);
+//   AdmissionDriver driver(io, clock, pool_as_steps, config.host);
 //   driver.ask(std::make_shared<Admission>(Admission{.env = "sdxl", .bytes = 8 << 30, ...}));
 //
 // Loop thread only.
@@ -22,12 +22,12 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
 #include "memory/admission.hpp"
 #include "memory/grant_book.hpp"
 #include "pool/config.hpp"
+#include "pool/loop_clock.hpp"
 #include "pool/pool_status.hpp"
 #include "worker/worker.hpp"
 
@@ -35,7 +35,6 @@ namespace isohost::pool {
 
 // One request for VRAM and what was done for it so far.
 struct Admission {
-  using Clock = worker::Worker::Clock;
   std::string env;
   // A wake rather than a reserve_vram; the log says which.
   bool wake = false;
@@ -44,7 +43,7 @@ struct Admission {
   std::weak_ptr<worker::Worker> requester;
   unsigned device = 0;
   std::uint64_t bytes = 0;
-  Clock::time_point asked_at;
+  LoopClock::time_point asked_at;  // by the driver's clock
   std::function<void(nlohmann::json)> answer;
   // The strongest step carried out so far, and how many rounds of steps.
   memory::AdmissionOutcome made_room = memory::AdmissionOutcome::grant;
@@ -88,7 +87,8 @@ class AdmissionSteps {
 
 class AdmissionDriver {
  public:
-  AdmissionDriver(asio::io_context& io, AdmissionSteps& steps, const HostSettings& host);
+  AdmissionDriver(asio::io_context& io, LoopClock& clock, AdmissionSteps& steps,
+                  const HostSettings& host);
   AdmissionDriver(const AdmissionDriver&) = delete;
   AdmissionDriver& operator=(const AdmissionDriver&) = delete;
 
@@ -115,6 +115,7 @@ class AdmissionDriver {
   void expire_grants();
 
   asio::io_context& io_;
+  LoopClock& clock_;
   AdmissionSteps& steps_;
   const HostSettings& host_;
   memory::GrantBook grants_;
@@ -124,8 +125,9 @@ class AdmissionDriver {
   bool stopped_ = false;
   // Those waiting for busy workers, planned again every kWaitPoll.
   std::deque<std::shared_ptr<Admission>> waiting_;
-  asio::steady_timer waiting_timer_{io_};
-  asio::steady_timer round_timer_{io_};
+  std::unique_ptr<Alarm> waiting_alarm_;
+  // Between rounds: the settling poll, or the poll for a round's steps to be done.
+  std::unique_ptr<Alarm> round_alarm_;
 };
 
 }  // namespace isohost::pool

@@ -279,7 +279,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
       .requester = w,
       .device = slot.config.device.value_or(0),
       .bytes = moved,
-      .asked_at = Clock::now(),
+      .asked_at = clock_->now(),
       .answer =
           [this, &slot, w, moved, resume, state = w->state(),
            done = std::move(done)](nlohmann::json answer) mutable {

@@ -7,10 +7,12 @@
 
 #include <chrono>
 
+#include <memory>
+
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "pool/env_state.hpp"
+#include "pool/loop_clock.hpp"
 #include "worker/worker.hpp"
 
 namespace isohost::pool {
@@ -42,28 +44,31 @@ inline IdleStepsLeft idle_steps_left(worker::WorkerState state, IdleStep taken,
 }
 
 struct IdleSpell {
-  using Clock = std::chrono::steady_clock;
-
-  explicit IdleSpell(asio::io_context& io) : release(io), sleep(io), hibernate(io), reap(io) {}
+  IdleSpell(LoopClock& clock, asio::io_context& io)
+      : since(clock.now()),
+        release(clock.alarm(io)),
+        sleep(clock.alarm(io)),
+        hibernate(clock.alarm(io)),
+        reap(clock.alarm(io)) {}
 
   // The worker turned idle at `now`: a new spell, no step taken in it yet.
-  void begin(Clock::time_point now) {
+  void begin(LoopClock::time_point now) {
     since = now;
     step = IdleStep::none;
   }
   void cancel_timers() {
-    release.cancel();
-    sleep.cancel();
-    hibernate.cancel();
-    reap.cancel();
+    release->cancel();
+    sleep->cancel();
+    hibernate->cancel();
+    reap->cancel();
   }
 
-  Clock::time_point since = Clock::now();
+  LoopClock::time_point since;
   IdleStep step = IdleStep::none;
-  asio::steady_timer release;
-  asio::steady_timer sleep;
-  asio::steady_timer hibernate;
-  asio::steady_timer reap;
+  std::unique_ptr<Alarm> release;
+  std::unique_ptr<Alarm> sleep;
+  std::unique_ptr<Alarm> hibernate;
+  std::unique_ptr<Alarm> reap;
 };
 
 }  // namespace isohost::pool

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
 #include "pool/memory_snapshot.hpp"
@@ -90,7 +91,7 @@ Pool::Pool(Config config, PoolOptions options)
   for (const auto& [name, env] : config_.environments) {
     auto& slot = slots_[name];
     slot.config = env;
-    slot.idle = std::make_unique<IdleSpell>(io_);
+    slot.idle = std::make_unique<IdleSpell>(*clock_, io_);
   }
   if (options_.cuda_library.empty()) {
     const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
@@ -183,7 +184,7 @@ PoolStatus Pool::status_on_loop() const {
   PoolStatus status;
   status.host_pid = ::getpid();
   status.rates = measured_rates_;
-  const auto now = Clock::now();
+  const auto now = clock_->now();
   for (const auto& [name, slot] : slots_) {
     if (!slot.worker) continue;
     const auto& w = *slot.worker;
@@ -454,7 +455,7 @@ void Pool::pump(Slot& slot) {
   }
   if (!slot.worker) {
     if (slot.state == EnvState::forking) return;  // the fork's answer pumps again
-    if (auto refusal = slot.backoff.refusal(Clock::now(), slot.config.name)) {
+    if (auto refusal = slot.backoff.refusal(clock_->now(), slot.config.name)) {
       fail_queue(slot, Error(ErrorKind::crash_loop, *refusal));
       return;
     }
@@ -550,7 +551,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
             // driver's figures tell from here on.
             admission_.grants().drop_worker(slot.config.name);
             ++slot.calls;
-            slot.idle->begin(Clock::now());
+            slot.idle->begin(clock_->now());
           }
         }
         handler(std::move(outcome));
@@ -614,7 +615,7 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (error != nullptr) {
               fail_queue(slot, *error);
             } else {
-              slot.idle->begin(Clock::now());
+              slot.idle->begin(clock_->now());
               ++slot.metrics.starts;
               slot.metrics.start_seconds.observe(
                   std::chrono::duration<double>(slot.idle->since - slot.worker->spawned_at())
@@ -644,11 +645,15 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
 void Pool::spawn_worker(Slot& slot, unsigned generation) {
   auto weak = std::make_shared<std::weak_ptr<Worker>>();
   try {
-    slot.worker = Worker::launch(io_, worker_options(slot, generation), worker_events(slot, weak));
+    auto options = worker_options(slot, generation);
+    auto events = worker_events(slot, weak);
+    slot.worker = options_.launch_worker
+                      ? options_.launch_worker(io_, std::move(options), std::move(events))
+                      : Worker::launch(io_, std::move(options), std::move(events));
   } catch (const Error& e) {
     slot.state = EnvState::empty;
     slot.start_began.reset();
-    slot.backoff.record_failure(Clock::now(), e.what());
+    slot.backoff.record_failure(clock_->now(), e.what());
     fail_queue(slot, e);
     return;
   }
@@ -680,7 +685,7 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     slot.state = EnvState::empty;  // an admission for its wake finds it gone and moves on
   }
   if (!report.expected) {
-    slot.backoff.record_failure(Clock::now(), report.reason);
+    slot.backoff.record_failure(clock_->now(), report.reason);
     ++slot.metrics.crashes;
   }
   std::erase(live_, w);
@@ -709,36 +714,36 @@ void Pool::arm_idle_timers(Slot& slot) {
   if (!slot.worker) return;
   const auto left = idle_steps_left(slot.worker->state(), slot.idle->step, slot.config.hibernate);
   if (left.release) {
-    arm_idle_timer(slot, slot.idle->release, config_.host.idle_release,
+    arm_idle_timer(slot, *slot.idle->release, config_.host.idle_release,
                    [this](Slot& s) { release(s, "idle"); });
   }
   if (left.hibernate) {
-    arm_idle_timer(slot, slot.idle->hibernate, config_.host.idle_hibernate,
+    arm_idle_timer(slot, *slot.idle->hibernate, config_.host.idle_hibernate,
                    [this](Slot& s) { hibernate_idle(s); });
   }
   if (left.sleep) {
-    arm_idle_timer(slot, slot.idle->sleep, config_.host.idle_sleep,
+    arm_idle_timer(slot, *slot.idle->sleep, config_.host.idle_sleep,
                    [this](Slot& s) { sleep_idle(s); });
   }
   if (left.reap) {
-    arm_idle_timer(slot, slot.idle->reap, config_.host.idle_reap, [this](Slot& s) {
+    arm_idle_timer(slot, *slot.idle->reap, config_.host.idle_reap, [this](Slot& s) {
       retire(s, fmt::format("idle for {:g} s",
                             std::chrono::duration<double>(config_.host.idle_reap).count()));
     });
   }
 }
 
-void Pool::arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
+void Pool::arm_idle_timer(Slot& slot, Alarm& alarm, std::chrono::milliseconds window,
                           std::function<void(Slot&)> action) {
   if (window.count() == 0) return;
-  timer.expires_at(slot.idle->since + window);
-  timer.async_wait([this, &slot, &timer, w = std::weak_ptr<Worker>(slot.worker), window,
-                    action = std::move(action)](const asio::error_code& ec) mutable {
-    if (ec || phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
+  alarm.set(slot.idle->since + window - clock_->now(), [this, &slot, &alarm,
+                                                         w = std::weak_ptr<Worker>(slot.worker),
+                                                         window, action = std::move(action)] {
+    if (phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
     const auto state = slot.worker->state();
     if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake) return;
-    if (Clock::now() - slot.idle->since < window) {
-      arm_idle_timer(slot, timer, window, std::move(action));  // a call came and went meanwhile
+    if (clock_->now() - slot.idle->since < window) {
+      arm_idle_timer(slot, alarm, window, action);  // a call came and went meanwhile
       return;
     }
     action(slot);

@@ -14,7 +14,6 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -39,6 +38,7 @@
 #include "pool/env_state.hpp"
 #include "pool/hibernator.hpp"
 #include "pool/idle_spell.hpp"
+#include "pool/loop_clock.hpp"
 #include "pool/memory_sampler.hpp"
 #include "pool/pool_status.hpp"
 #include "pool/ram_pressure_sweep.hpp"
@@ -58,6 +58,11 @@ using worker::Outcome;
 // said no hello yet).
 bool offers_sleep(const nlohmann::json& hello);
 
+// Brings up one worker process (Worker::launch's shape). The pool's seam for starting workers:
+// a test puts one that fails on cue or counts its starts.
+using LaunchWorker = std::function<std::shared_ptr<worker::Worker>(
+    asio::io_context&, worker::WorkerOptions, worker::Worker::Events)>;
+
 struct PoolOptions {
   // Directory holding the isohost_worker package; empty finds it next to the program.
   std::string runtime_dir;
@@ -75,6 +80,11 @@ struct PoolOptions {
   // How long a status with memory waits for a worker's report (its side lane goes unanswered
   // while a call holds the GIL in C code); it shows that worker without one after.
   std::chrono::milliseconds report_wait{2000};
+  // What the pool's timers and decisions read (loop_clock.hpp); unset: steady time. Tests give
+  // a ManualClock.
+  std::shared_ptr<LoopClock> clock;
+  // How spawned workers are brought up (zygote forks are the zygote's); unset: Worker::launch.
+  LaunchWorker launch_worker;
 };
 
 class Pool : private AdmissionSteps {
@@ -204,7 +214,7 @@ class Pool : private AdmissionSteps {
   void retire(Slot& slot, const std::string& reason);
   void arm_idle_timers(Slot& slot);
   // Runs `action` once the slot's worker has been idle for `window` (zero: never).
-  void arm_idle_timer(Slot& slot, asio::steady_timer& timer, std::chrono::milliseconds window,
+  void arm_idle_timer(Slot& slot, Alarm& alarm, std::chrono::milliseconds window,
                       std::function<void(Slot&)> action);
   // RAM pressure (ram_pressure.cpp): every pressure_interval, reaps idle workers while all
   // workers' PSS exceeds the budget or MemAvailable is under the floor. The sweep's reading,
@@ -274,6 +284,7 @@ class Pool : private AdmissionSteps {
 
   Config config_;
   PoolOptions options_;
+  std::shared_ptr<LoopClock> clock_ = options_.clock ? options_.clock : steady_loop_clock();
   std::string host_tag_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -295,8 +306,8 @@ class Pool : private AdmissionSteps {
   };
   std::optional<RecentMemory> recent_memory_;
   Clock::time_point started_at_ = Clock::now();
-  AdmissionDriver admission_{io_, *this, config_.host};
-  RamPressureSweep ram_pressure_{io_, options_.pressure_interval, pressure_reading(),
+  AdmissionDriver admission_{io_, *clock_, *this, config_.host};
+  RamPressureSweep ram_pressure_{clock_->alarm(io_), options_.pressure_interval, pressure_reading(),
                                  [this](const PressureReading& r) { relieve_ram_pressure(r); }};
   // What sleeps, wakes and the driver took per GiB on this machine, for the planner.
   memory::TransferRates measured_rates_;

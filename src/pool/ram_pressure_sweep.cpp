@@ -5,9 +5,8 @@
 namespace isohost::pool {
 
 void RamPressureSweep::arm() {
-  timer_.expires_after(interval_);
-  timer_.async_wait([this](const asio::error_code& ec) {
-    if (!ec && !stopped_) sweep();
+  alarm_->set(interval_, [this] {
+    if (!stopped_) sweep();
   });
 }
 

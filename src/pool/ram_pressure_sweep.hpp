@@ -6,7 +6,7 @@
 // overlap and one that fails does not end them. What to reap is decided elsewhere
 // (memory::plan_ram_relief, through the pool's relieve_ram_pressure).
 //
-//   RamPressureSweep sweep(io, 2s, read_on_sampling_thread, relieve);
+//   RamPressureSweep sweep(clock->alarm(io), 2s, read_on_sampling_thread, relieve);
 //   sweep.start();  // first reading after one interval
 //   ...
 //   sweep.stop();   // on the loop; a reading in flight is dropped when it comes back
@@ -22,9 +22,9 @@
 #include <optional>
 #include <string>
 
-#include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include <memory>
 
+#include "pool/loop_clock.hpp"
 #include "probe/meminfo.hpp"
 
 namespace isohost::pool {
@@ -43,9 +43,12 @@ class RamPressureSweep {
   // What to do with a reading whose meminfo was read.
   using Relieve = std::function<void(const PressureReading&)>;
 
-  RamPressureSweep(asio::io_context& io, std::chrono::milliseconds interval, Read read,
+  RamPressureSweep(std::unique_ptr<Alarm> alarm, std::chrono::milliseconds interval, Read read,
                    Relieve relieve)
-      : timer_(io), interval_(interval), read_(std::move(read)), relieve_(std::move(relieve)) {}
+      : alarm_(std::move(alarm)),
+        interval_(interval),
+        read_(std::move(read)),
+        relieve_(std::move(relieve)) {}
   RamPressureSweep(const RamPressureSweep&) = delete;
   RamPressureSweep& operator=(const RamPressureSweep&) = delete;
 
@@ -55,7 +58,7 @@ class RamPressureSweep {
   }
   void stop() {
     stopped_ = true;
-    timer_.cancel();
+    alarm_->cancel();
   }
   // Readings that came back, failed ones included.
   [[nodiscard]] std::uint64_t sweeps() const { return sweeps_; }
@@ -64,7 +67,7 @@ class RamPressureSweep {
   void arm();
   void sweep();
 
-  asio::steady_timer timer_;
+  std::unique_ptr<Alarm> alarm_;
   std::chrono::milliseconds interval_;
   Read read_;
   Relieve relieve_;

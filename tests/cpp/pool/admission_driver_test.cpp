@@ -1,6 +1,7 @@
-// The admission driver's rounds without Python: a fake pool (AdmissionSteps) hands it books it
-// changes as steps are taken, so the line, the rounds and the requests set aside are tested on
-// their own, beside the real-process tests in vram_admission_test.cpp.
+// The admission driver's rounds without Python and without waiting: a fake pool (AdmissionSteps)
+// hands it books it changes as steps are taken, and time moves only when the loop has nothing
+// left to do (ManualClock), so the line, the rounds, the polls and the requests set aside are
+// tested on their own, beside the real-process tests in vram_admission_test.cpp.
 
 #include "pool/admission_driver.hpp"
 
@@ -90,19 +91,24 @@ class AdmissionDriverTest : public ::testing::Test {
         Admission{.env = "host" + std::to_string(answers.size()),
                   .for_host = true,
                   .bytes = mib(need_mib),
-                  .asked_at = Admission::Clock::now(),
+                  .asked_at = clock.now(),
                   .answer = [&answers](nlohmann::json a) { answers.push_back(std::move(a)); }});
     driver.ask(job);
     return job;
   }
 
-  // Runs the loop until `count` answers are in (each handler is an event; none is a sleep).
+  // Runs the loop until `count` answers are in; whenever it has nothing to do, lets the
+  // driver's shortest poll (10 ms) pass. Fails after an hour of the driver's time.
   void run_until(const std::vector<nlohmann::json>& answers, std::size_t count) {
+    const auto give_up = clock.now() + 1h;
     while (answers.size() < count) {
-      io.restart();
-      ASSERT_GT(io.run_one_for(10s), 0u)
-          << "the driver stopped with " << answers.size() << " answers";
+      ASSERT_LT(clock.now(), give_up) << "the driver stopped with " << answers.size() << " answers";
+      if (run_ready() == 0) clock.advance(10ms);
     }
+  }
+  std::size_t run_ready() {
+    io.restart();
+    return io.poll();
   }
 
   // Two requests of the host: the first (2000 MiB) needs a release whose answer `pool` holds
@@ -112,19 +118,18 @@ class AdmissionDriverTest : public ::testing::Test {
     pool.answer_later = true;
     ask(driver, 2000, answers);
     ask(driver, 100, answers);
-    while (pool.held.empty()) {
-      io.restart();
-      ASSERT_GT(io.run_one_for(10s), 0u) << "no step began";
-    }
+    run_ready();
+    ASSERT_EQ(pool.held.size(), 1u) << "no step began";
   }
 
+  ManualClock clock;
   asio::io_context io;
   HostSettings host;
 };
 
 TEST_F(AdmissionDriverTest, GrantsWhatFitsWithoutAStep) {
   FakePool pool({{.id = "a", .held_mib = 1000}}, 10000);
-  AdmissionDriver driver(io, pool, host);
+  AdmissionDriver driver(io, clock, pool, host);
   std::vector<nlohmann::json> answers;
   ask(driver, 2000, answers);
   run_until(answers, 1);
@@ -135,7 +140,7 @@ TEST_F(AdmissionDriverTest, GrantsWhatFitsWithoutAStep) {
 
 TEST_F(AdmissionDriverTest, ReleasesAnIdleCacheThenPlansAgainAndGrants) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
-  AdmissionDriver driver(io, pool, host);
+  AdmissionDriver driver(io, clock, pool, host);
   std::vector<nlohmann::json> answers;
   ask(driver, 2000, answers);
   run_until(answers, 1);
@@ -148,11 +153,11 @@ TEST_F(AdmissionDriverTest, ReleasesAnIdleCacheThenPlansAgainAndGrants) {
 
 TEST_F(AdmissionDriverTest, OneRequestAtATimeInOrder) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
-  AdmissionDriver driver(io, pool, host);
+  AdmissionDriver driver(io, clock, pool, host);
   std::vector<nlohmann::json> answers;
   ask_two_behind_a_held_release(pool, driver, answers);
-  io.restart();
-  io.poll();
+  clock.advance(1h);
+  run_ready();
   EXPECT_TRUE(answers.empty()) << "the second was decided while the first's step was out";
   pool.held.front()(true, {});
   run_until(answers, 2);
@@ -162,7 +167,7 @@ TEST_F(AdmissionDriverTest, OneRequestAtATimeInOrder) {
 
 TEST_F(AdmissionDriverTest, ARequestWaitingForBusyWorkersStepsAsideForLaterOnes) {
   FakePool pool({{.id = "busy", .state = memory::WorkerState::busy, .held_mib = 20000}}, 3000);
-  AdmissionDriver driver(io, pool, host);
+  AdmissionDriver driver(io, clock, pool, host);
   std::vector<nlohmann::json> answers;
   ask(driver, 10000, answers);  // only the busy worker's memory would make room: it waits
   ask(driver, 1000, answers);   // fits: decided meanwhile
@@ -177,10 +182,29 @@ TEST_F(AdmissionDriverTest, ARequestWaitingForBusyWorkersStepsAsideForLaterOnes)
   EXPECT_TRUE(answers[1]["granted"].get<bool>()) << answers[1].dump();
 }
 
+TEST_F(AdmissionDriverTest, ARequestSetAsideIsPlannedAgainAtEachPollAndNotBefore) {
+  FakePool pool({{.id = "busy", .state = memory::WorkerState::busy, .held_mib = 20000}}, 3000);
+  AdmissionDriver driver(io, clock, pool, host);
+  std::vector<nlohmann::json> answers;
+  ask(driver, 10000, answers);
+  run_ready();
+  ASSERT_EQ(pool.measured, 1);
+  clock.advance(99ms);
+  run_ready();
+  EXPECT_EQ(pool.measured, 1) << "planned again before its poll";
+  clock.advance(1ms);
+  run_ready();
+  EXPECT_EQ(pool.measured, 2);
+  clock.advance(100ms);
+  run_ready();
+  EXPECT_EQ(pool.measured, 3);
+  EXPECT_TRUE(answers.empty());
+}
+
 TEST_F(AdmissionDriverTest, AWorkerThatCanNoLongerTakeItsStepEndsInARefusalAfterTheRounds) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
   pool.refuses.insert("a");  // it started a call after each plan was made
-  AdmissionDriver driver(io, pool, host);
+  AdmissionDriver driver(io, clock, pool, host);
   std::vector<nlohmann::json> answers;
   ask(driver, 2000, answers);
   run_until(answers, 1);
@@ -191,14 +215,16 @@ TEST_F(AdmissionDriverTest, AWorkerThatCanNoLongerTakeItsStepEndsInARefusalAfter
 
 TEST_F(AdmissionDriverTest, StopDropsWhatWaitsAndDecidesNothingMore) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
-  AdmissionDriver driver(io, pool, host);
+  AdmissionDriver driver(io, clock, pool, host);
   std::vector<nlohmann::json> answers;
   ask_two_behind_a_held_release(pool, driver, answers);
   driver.stop();
   pool.held.front()(true, {});
-  io.restart();
-  io.run_for(1s);  // whatever is left runs out: nothing is answered
+  run_ready();
+  clock.advance(1h);
+  run_ready();
   EXPECT_TRUE(answers.empty());
+  EXPECT_EQ(clock.pending(), 0u) << "the driver set an alarm after it stopped";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The RAM pressure sweep's rhythm without Python and without /proc: readings are handed back
-// when the test says, so arming, the failed reading, overlap and stop are seen one event at a
-// time, beside the real-process tests of what a sweep reaps (pool_lifecycle_test.cpp).
+// The RAM pressure sweep's rhythm without Python, without /proc and without waiting: time moves
+// when the test says (ManualClock) and readings are handed back when it says, so arming, the
+// failed reading, overlap and stop are seen one event at a time, beside the real-process tests
+// of what a sweep reaps (pool_lifecycle_test.cpp).
 
 #include "pool/ram_pressure_sweep.hpp"
 
@@ -17,14 +18,13 @@ using namespace std::chrono_literals;
 
 class RamPressureSweepTest : public ::testing::Test {
  protected:
-  // Runs the loop until a reading is asked for (the timer fired); false if none within 10 s.
+  // Lets one interval pass; true if that asked for a reading.
   bool next_read() {
     const auto before = pending.size();
+    clock.advance(kInterval);
     io.restart();  // the loop stops each time it runs out of work, as while a reading is out
-    while (pending.size() == before) {
-      if (io.run_one_for(10s) == 0) return false;
-    }
-    return true;
+    io.poll();
+    return pending.size() == before + 1;
   }
   // Hands back the oldest reading asked for, as the sampling thread would post it.
   void answer(PressureReading reading) {
@@ -36,11 +36,13 @@ class RamPressureSweepTest : public ::testing::Test {
     return {.system = probe::SystemMemory{.total = 1000, .available = available}, .pss = {{42, 7}}};
   }
 
+  static constexpr auto kInterval = 2s;
+  ManualClock clock;
   asio::io_context io;
   std::vector<std::function<void(PressureReading)>> pending;
   std::vector<std::uint64_t> relieved;  // `available` of each reading relieve saw
   RamPressureSweep sweep{
-      io, 1ms,
+      clock.alarm(io), kInterval,
       [this](std::function<void(PressureReading)> done) { pending.push_back(std::move(done)); },
       [this](const PressureReading& r) { relieved.push_back(r.system->available); }};
 };
@@ -69,9 +71,12 @@ TEST_F(RamPressureSweepTest, AFailedReadingIsSkippedAndSweepsGoOn) {
 TEST_F(RamPressureSweepTest, NoNewReadingWhileOneIsOut) {
   sweep.start();
   ASSERT_TRUE(next_read());
+  EXPECT_FALSE(next_read()) << "a second reading was asked for while the first was out";
+  clock.advance(20 * kInterval);
   io.restart();
-  io.run_for(20ms);  // up to twenty intervals: nothing may be armed while the reading is out
+  io.poll();
   EXPECT_EQ(pending.size(), 1u);
+  EXPECT_EQ(clock.pending(), 0u);
   answer(with_meminfo(100));
   ASSERT_TRUE(next_read());
   EXPECT_EQ(pending.size(), 1u);
@@ -84,9 +89,8 @@ TEST_F(RamPressureSweepTest, StopDropsTheReadingOutAndArmsNothing) {
   answer(with_meminfo(100));
   EXPECT_TRUE(relieved.empty());
   EXPECT_EQ(sweep.sweeps(), 0u);
-  io.restart();
-  EXPECT_EQ(io.run_for(20ms), 0u) << "a timer was armed after stop";
-  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(clock.pending(), 0u) << "an alarm was set after stop";
+  EXPECT_FALSE(next_read());
 }
 
 }  // namespace
