@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <spdlog/spdlog.h>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
-#include <spdlog/spdlog.h>
 
 #include "pool/memory_snapshot.hpp"
 #include "pool/polling_loop.hpp"
@@ -736,18 +736,19 @@ void Pool::arm_idle_timers(Slot& slot) {
 void Pool::arm_idle_timer(Slot& slot, Alarm& alarm, std::chrono::milliseconds window,
                           std::function<void(Slot&)> action) {
   if (window.count() == 0) return;
-  alarm.set(slot.idle->since + window - clock_->now(), [this, &slot, &alarm,
-                                                         w = std::weak_ptr<Worker>(slot.worker),
-                                                         window, action = std::move(action)] {
-    if (phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
-    const auto state = slot.worker->state();
-    if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake) return;
-    if (clock_->now() - slot.idle->since < window) {
-      arm_idle_timer(slot, alarm, window, action);  // a call came and went meanwhile
-      return;
-    }
-    action(slot);
-  });
+  alarm.set(slot.idle->since + window - clock_->now(),
+            [this, &slot, &alarm, w = std::weak_ptr<Worker>(slot.worker), window,
+             action = std::move(action)] {
+              if (phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
+              const auto state = slot.worker->state();
+              if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake)
+                return;
+              if (clock_->now() - slot.idle->since < window) {
+                arm_idle_timer(slot, alarm, window, action);  // a call came and went meanwhile
+                return;
+              }
+              action(slot);
+            });
 }
 
 void Pool::release(Slot& slot, const std::string& why, std::function<void()> done) {
