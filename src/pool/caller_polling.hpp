@@ -2,7 +2,7 @@
 
 // How a thread that waits for a call's result waits: it polls first, then sleeps.
 //
-// The loop and the worker poll after each burst of work (polling_loop.hpp, the worker's
+// The loop and the worker poll after each burst of work (loop_thread.hpp, the worker's
 // --poll-microseconds), so a warm call pays no wake-up on their side; a caller that sleeps on
 // its future still pays one when the result comes, on a VM the largest part of what is left
 // (isohost bench rtt). A caller polls only where the machine has a core for it beside the loop

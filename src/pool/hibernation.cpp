@@ -56,7 +56,7 @@ nlohmann::json Hibernation::to_json() const {
 Hibernator& Pool::hibernator() {
   if (!hibernator_) {
     hibernator_ = std::make_unique<Hibernator>(
-        io_, HibernatorOptions{.library = options_.cuda_library,
+        io(), HibernatorOptions{.library = options_.cuda_library,
                                .lock_timeout = options_.hibernate_lock_timeout});
   }
   return *hibernator_;
@@ -279,7 +279,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
       .requester = w,
       .device = slot.config.device.value_or(0),
       .bytes = moved,
-      .asked_at = clock_->now(),
+      .asked_at = clock().now(),
       .answer =
           [this, &slot, w, moved, resume, state = w->state(),
            done = std::move(done)](nlohmann::json answer) mutable {

@@ -10,7 +10,6 @@
 #include <asio/steady_timer.hpp>
 
 #include "pool/memory_snapshot.hpp"
-#include "pool/polling_loop.hpp"
 #include "probe/probe_error.hpp"
 #include "proc/orphan_sweep.hpp"
 #include "worker/runtime_location.hpp"
@@ -77,12 +76,22 @@ StatusSample take_sample(MemorySampler& sampler, const std::vector<ProcessQuery>
   return out;
 }
 
+PoolOptions with_defaults(PoolOptions options) {
+  if (options.runtime_dir.empty()) options.runtime_dir = worker::find_worker_runtime();
+  if (options.cuda_library.empty()) {
+    const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
+    options.cuda_library = library != nullptr && *library != '\0' ? library : "libcuda.so.1";
+  }
+  if (!options.clock) options.clock = steady_loop_clock();
+  return options;
+}
+
 }  // namespace
 
 Pool::Pool(Config config, PoolOptions options)
-    : config_(std::move(config)), options_(std::move(options)), work_(io_.get_executor()) {
-  if (options_.runtime_dir.empty()) options_.runtime_dir = worker::find_worker_runtime();
-  host_tag_ = proc::host_tag();
+    : config_(std::move(config)),
+      options_(with_defaults(std::move(options))),
+      host_tag_(proc::host_tag()) {
   if (options_.sweep_orphans) {
     for (pid_t pid : proc::sweep_orphaned_workers()) {
       spdlog::warn("ended worker pid {} left behind by a host that is gone", pid);
@@ -91,27 +100,11 @@ Pool::Pool(Config config, PoolOptions options)
   for (const auto& [name, env] : config_.environments) {
     auto& slot = slots_[name];
     slot.config = env;
-    slot.idle = std::make_unique<IdleSpell>(*clock_, io_);
-  }
-  if (options_.cuda_library.empty()) {
-    const char* library = std::getenv("ISOHOST_CUDA_LIBRARY");
-    options_.cuda_library = library != nullptr && *library != '\0' ? library : "libcuda.so.1";
+    slot.idle = std::make_unique<IdleSpell>(clock(), io());
   }
   make_zygotes();
   if (config_.host.ram_budget != 0 || config_.host.ram_floor != 0) ram_pressure_.start();
-  // Spawning happens on this thread, so it is the thread the workers' death signal watches:
-  // it lives exactly as long as the pool.
-  thread_ = std::thread([this] {
-    for (;;) {
-      try {
-        run_polling(io_, options_.poll_window);
-        return;
-      } catch (const std::exception& e) {
-        // A bug in one handler must not take every worker down with the host.
-        spdlog::error("event loop: unexpected error, continuing: {}", e.what());
-      }
-    }
-  });
+  loop_.start(options_.poll_window);
 }
 
 Pool::~Pool() { shutdown(); }
@@ -123,7 +116,7 @@ std::chrono::milliseconds Pool::call_timeout(const Slot& slot) const {
 std::future<nlohmann::json> Pool::submit(Request request) {
   auto promise = std::make_shared<std::promise<nlohmann::json>>();
   auto future = promise->get_future();
-  asio::post(io_, [this, request = std::move(request), promise]() mutable {
+  asio::post(io(), [this, request = std::move(request), promise]() mutable {
     submit_on_loop(std::move(request), [promise](Outcome outcome) {
       if (outcome.ok()) {
         promise->set_value(outcome.value());
@@ -136,13 +129,13 @@ std::future<nlohmann::json> Pool::submit(Request request) {
 }
 
 void Pool::submit(Request request, Handler handler) {
-  asio::post(io_, [this, request = std::move(request), handler = std::move(handler)]() mutable {
+  asio::post(io(), [this, request = std::move(request), handler = std::move(handler)]() mutable {
     submit_on_loop(std::move(request), std::move(handler));
   });
 }
 
 void Pool::interrupt(std::uint64_t ticket, std::chrono::milliseconds grace) {
-  asio::post(io_, [this, ticket, grace] { interrupt_on_loop(ticket, grace); });
+  asio::post(io(), [this, ticket, grace] { interrupt_on_loop(ticket, grace); });
 }
 
 void Pool::interrupt_on_loop(std::uint64_t ticket, std::chrono::milliseconds grace) {
@@ -176,7 +169,7 @@ std::future<nlohmann::json> Pool::call(const std::string& env, const std::string
 std::future<PoolStatus> Pool::status() {
   auto promise = std::make_shared<std::promise<PoolStatus>>();
   auto future = promise->get_future();
-  asio::post(io_, [this, promise] { promise->set_value(status_on_loop()); });
+  asio::post(io(), [this, promise] { promise->set_value(status_on_loop()); });
   return future;
 }
 
@@ -184,7 +177,7 @@ PoolStatus Pool::status_on_loop() const {
   PoolStatus status;
   status.host_pid = ::getpid();
   status.rates = measured_rates_;
-  const auto now = clock_->now();
+  const auto now = clock().now();
   for (const auto& [name, slot] : slots_) {
     if (!slot.worker) continue;
     const auto& w = *slot.worker;
@@ -202,8 +195,8 @@ PoolStatus Pool::status_on_loop() const {
                     .hibernation = slot.hibernation,
                     .sleep = slot.sleep,
                     .hibernate_allowed = slot.config.hibernate,
-                    .origin = slot.origin,
-                    .zygote_pid = slot.zygote_pid};
+                    .origin = slot.origin.how,
+                    .zygote_pid = slot.origin.zygote_pid};
     if (is_idle(w.state())) {
       ws.idle_seconds = std::chrono::duration<double>(now - slot.idle->since).count();
     }
@@ -221,7 +214,7 @@ PoolStatus Pool::status_on_loop() const {
 std::future<PoolStatus> Pool::status_with_memory() {
   auto promise = std::make_shared<std::promise<PoolStatus>>();
   auto future = promise->get_future();
-  asio::post(io_, [this, promise] {
+  asio::post(io(), [this, promise] {
     status_with_memory_on_loop([promise](PoolStatus status) { promise->set_value(std::move(status)); });
   });
   return future;
@@ -239,7 +232,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Repo
   gather->status = status_on_loop();
   gather->remaining = gather->status.workers.size() + 1;
   gather->done = std::move(done);
-  gather->timer = std::make_unique<asio::steady_timer>(io_, options_.report_wait);
+  gather->timer = std::make_unique<asio::steady_timer>(io(), options_.report_wait);
   auto finish = [this, gather](bool now) {
     if (gather->finished || (!now && --gather->remaining > 0)) return;
     gather->finished = true;
@@ -345,7 +338,7 @@ void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
       metrics.sample_age_seconds =
           std::chrono::duration<double>(metrics.taken_at - recent_memory_->at).count();
     }
-    metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - started_at_).count();
+    metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - loop_.started_at()).count();
     metrics.ram_sweeps = ram_pressure_.sweeps();
     for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
     done(std::move(metrics));
@@ -355,7 +348,7 @@ void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
 std::future<PoolMetrics> Pool::metrics(std::chrono::milliseconds max_age) {
   auto promise = std::make_shared<std::promise<PoolMetrics>>();
   auto future = promise->get_future();
-  asio::post(io_, [this, promise, max_age] {
+  asio::post(io(), [this, promise, max_age] {
     metrics_on_loop(max_age, [promise](PoolMetrics m) { promise->set_value(std::move(m)); });
   });
   return future;
@@ -367,7 +360,7 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     request.buffers.close();
     handler(Outcome::failure(error));
   };
-  if (phase_ != Phase::serving) {
+  if (!phase_.serving()) {
     refuse(Error(ErrorKind::shutting_down, "the host is shutting down"));
     return;
   }
@@ -444,7 +437,7 @@ void Pool::submit_on_loop(Request request, Handler handler) {
 }
 
 void Pool::pump(Slot& slot) {
-  if (phase_ != Phase::serving) {
+  if (!phase_.serving()) {
     fail_queue(slot, Error(ErrorKind::shutting_down, "the host is shutting down"));
     return;
   }
@@ -455,7 +448,7 @@ void Pool::pump(Slot& slot) {
   }
   if (!slot.worker) {
     if (slot.state == EnvState::forking) return;  // the fork's answer pumps again
-    if (auto refusal = slot.backoff.refusal(clock_->now(), slot.config.name)) {
+    if (auto refusal = slot.backoff.refusal(clock().now(), slot.config.name)) {
       fail_queue(slot, Error(ErrorKind::crash_loop, *refusal));
       return;
     }
@@ -484,7 +477,7 @@ worker::Worker::AskHandler Pool::ask_handler(decltype(Request::on_ask) on_ask) {
   return [this, on_ask = std::move(on_ask)](const nlohmann::json& ask,
                                             worker::Worker::AskAnswer answer) {
     on_ask(ask, [this, answer = std::move(answer)](nlohmann::json reply) {
-      asio::post(io_, [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
+      asio::post(io(), [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
     });
   };
 }
@@ -551,7 +544,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
             // driver's figures tell from here on.
             admission_.grants().drop_worker(slot.config.name);
             ++slot.calls;
-            slot.idle->begin(clock_->now());
+            slot.idle->begin(clock().now());
           }
         }
         handler(std::move(outcome));
@@ -615,7 +608,7 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (error != nullptr) {
               fail_queue(slot, *error);
             } else {
-              slot.idle->begin(clock_->now());
+              slot.idle->begin(clock().now());
               ++slot.metrics.starts;
               slot.metrics.start_seconds.observe(
                   std::chrono::duration<double>(slot.idle->since - slot.worker->spawned_at())
@@ -648,12 +641,12 @@ void Pool::spawn_worker(Slot& slot, unsigned generation) {
     auto options = worker_options(slot, generation);
     auto events = worker_events(slot, weak);
     slot.worker = options_.launch_worker
-                      ? options_.launch_worker(io_, std::move(options), std::move(events))
-                      : Worker::launch(io_, std::move(options), std::move(events));
+                      ? options_.launch_worker(io(), std::move(options), std::move(events))
+                      : Worker::launch(io(), std::move(options), std::move(events));
   } catch (const Error& e) {
     slot.state = EnvState::empty;
     slot.start_began.reset();
-    slot.backoff.record_failure(clock_->now(), e.what());
+    slot.backoff.record_failure(clock().now(), e.what());
     fail_queue(slot, e);
     return;
   }
@@ -666,13 +659,14 @@ void Pool::track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>
   slot.state = EnvState::running;
   slot.start_began.reset();
   slot.calls = 0;
-  slot.origin = origin;
-  slot.zygote_pid = slot.origin == "zygote" ? slot.zygote->pid() : -1;
+  slot.origin.how = origin;
+  slot.origin.zygote_pid = slot.origin.how == "zygote" ? slot.zygote->pid() : -1;
   live_.push_back(slot.worker);
   spdlog::info(
       "started worker '{}' (pid {}, generation {}{})", slot.config.name, slot.worker->pid(),
       slot.worker->generation(),
-      slot.zygote_pid > 0 ? fmt::format(", forked from zygote pid {}", slot.zygote_pid) : "");
+      slot.origin.zygote_pid > 0 ? fmt::format(", forked from zygote pid {}", slot.origin.zygote_pid)
+                                 : "");
 }
 
 void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
@@ -685,11 +679,11 @@ void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
     slot.state = EnvState::empty;  // an admission for its wake finds it gone and moves on
   }
   if (!report.expected) {
-    slot.backoff.record_failure(clock_->now(), report.reason);
+    slot.backoff.record_failure(clock().now(), report.reason);
     ++slot.metrics.crashes;
   }
   std::erase(live_, w);
-  if (phase_ != Phase::serving) {
+  if (!phase_.serving()) {
     finish_shutdown_if_done();
     return;
   }
@@ -736,14 +730,14 @@ void Pool::arm_idle_timers(Slot& slot) {
 void Pool::arm_idle_timer(Slot& slot, Alarm& alarm, std::chrono::milliseconds window,
                           std::function<void(Slot&)> action) {
   if (window.count() == 0) return;
-  alarm.set(slot.idle->since + window - clock_->now(),
+  alarm.set(slot.idle->since + window - clock().now(),
             [this, &slot, &alarm, w = std::weak_ptr<Worker>(slot.worker), window,
              action = std::move(action)] {
-              if (phase_ != Phase::serving || !slot.worker || slot.worker != w.lock()) return;
+              if (!phase_.serving() || !slot.worker || slot.worker != w.lock()) return;
               const auto state = slot.worker->state();
               if (!is_idle(state) || !slot.queue.empty() || slot.state == EnvState::admitting_wake)
                 return;
-              if (clock_->now() - slot.idle->since < window) {
+              if (clock().now() - slot.idle->since < window) {
                 arm_idle_timer(slot, alarm, window, action);  // a call came and went meanwhile
                 return;
               }
@@ -792,19 +786,12 @@ void Pool::fail_queue(Slot& slot, const Error& error) {
 }
 
 void Pool::on_stopped(std::function<void()> hook) {
-  asio::post(io_, [this, hook = std::move(hook)]() mutable {
-    if (phase_ == Phase::stopped) {
-      hook();
-    } else {
-      stopped_hooks_.push_back(std::move(hook));
-    }
-  });
+  asio::post(io(), [this, hook = std::move(hook)]() mutable { phase_.on_stopped(std::move(hook)); });
 }
 
 void Pool::request_shutdown() {
-  asio::post(io_, [this] {
-    if (phase_ != Phase::serving) return;
-    phase_ = Phase::shutting_down;
+  asio::post(io(), [this] {
+    if (!phase_.begin_shutdown()) return;
     spdlog::info("shutting down: ending {} worker(s)", live_.size());
     admission_.stop();
     ram_pressure_.stop();
@@ -818,28 +805,24 @@ void Pool::request_shutdown() {
 }
 
 void Pool::finish_shutdown_if_done() {
-  if (!live_.empty() || phase_ == Phase::stopped) return;
+  if (!live_.empty() || phase_.stopped()) return;
   for (const auto& [name, slot] : slots_) {
     if (slot.state == EnvState::forking || (slot.zygote && slot.zygote->alive()))
       return;  // its end calls again
   }
-  phase_ = Phase::stopped;
-  for (auto& hook : stopped_hooks_) hook();
-  stopped_hooks_.clear();
+  phase_.stop();
   for (auto& [name, slot] : slots_) {
     slot.idle->cancel_timers();
   }
-  work_.reset();
+  loop_.release();
 }
 
 void Pool::shutdown() {
-  if (!thread_.joinable()) return;
+  if (!loop_.running()) return;
   request_shutdown();
-  thread_.join();
+  loop_.join();
 }
 
-void Pool::wait_until_stopped() {
-  if (thread_.joinable()) thread_.join();
-}
+void Pool::wait_until_stopped() { loop_.join(); }
 
 }  // namespace isohost::pool

@@ -12,7 +12,6 @@
 
 #include <sys/types.h>
 
-#include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 
 #include <atomic>
@@ -24,7 +23,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,7 +37,9 @@
 #include "pool/hibernator.hpp"
 #include "pool/idle_spell.hpp"
 #include "pool/loop_clock.hpp"
+#include "pool/loop_thread.hpp"
 #include "pool/memory_sampler.hpp"
+#include "pool/pool_phase.hpp"
 #include "pool/pool_status.hpp"
 #include "pool/ram_pressure_sweep.hpp"
 #include "pool/request.hpp"
@@ -75,7 +75,7 @@ struct PoolOptions {
   std::string cuda_library;
   // How long a hibernation waits for the worker's CUDA work to pause before giving up.
   std::chrono::milliseconds hibernate_lock_timeout{2000};
-  // How long the event loop polls after a burst of work before it sleeps (polling_loop.hpp).
+  // How long the event loop polls after a burst of work before it sleeps (loop_thread.hpp).
   std::chrono::microseconds poll_window{50};
   // How long a status with memory waits for a worker's report (its side lane goes unanswered
   // while a call holds the GIL in C code); it shows that worker without one after.
@@ -160,7 +160,7 @@ class Pool : private AdmissionSteps {
   // A call that arrives meanwhile waits, then wakes the worker. Never waits for a busy worker.
   void hibernate_on_loop(const std::string& env, Handler done);
 
-  asio::io_context& io() { return io_; }
+  asio::io_context& io() { return loop_.io(); }
   [[nodiscard]] const Config& config() const { return config_; }
 
  private:
@@ -188,8 +188,11 @@ class Pool : private AdmissionSteps {
     std::unique_ptr<Zygote> zygote;
     // When start_worker was first asked for the next worker (it may wait for the zygote).
     std::optional<Clock::time_point> start_began;
-    std::string origin = "spawn";
-    pid_t zygote_pid = -1;
+    // How the worker came: "spawn", or "zygote" and the zygote's pid.
+    struct Origin {
+      std::string how = "spawn";
+      pid_t zygote_pid = -1;
+    } origin;
     // Kept across worker generations, for the live view.
     EnvMetrics metrics;
   };
@@ -281,39 +284,36 @@ class Pool : private AdmissionSteps {
   // Admission made room in `slot`'s environment for `for_env` (the live view shows it).
   static void note_admission_step(Slot& slot, const char* action, const std::string& for_env);
   [[nodiscard]] std::chrono::milliseconds call_timeout(const Slot& slot) const;
+  [[nodiscard]] LoopClock& clock() const { return *options_.clock; }
 
   Config config_;
+  // With every default filled in (the runtime directory, the CUDA library, the clock).
   PoolOptions options_;
-  std::shared_ptr<LoopClock> clock_ = options_.clock ? options_.clock : steady_loop_clock();
   std::string host_tag_;
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  // Spawning happens on its thread, so it is the thread the workers' death signal watches: it
+  // lives exactly as long as the pool.
+  LoopThread loop_;
   std::map<std::string, Slot> slots_;
   // Every worker not yet reaped, current or retiring.
   std::vector<std::shared_ptr<worker::Worker>> live_;
   std::atomic<std::uint64_t> next_ticket_{0};
-  // serving -> shutting_down (request_shutdown: every worker asked to end) -> stopped (the
-  // last one reaped, the zygotes gone, the on_stopped hooks run; the loop runs out of work).
-  enum class Phase : std::uint8_t { serving, shutting_down, stopped };
-  Phase phase_ = Phase::serving;
-  std::vector<std::function<void()>> stopped_hooks_;
+  PoolPhase phase_;
   // Where every worker's memory is measured, off the loop.
-  SamplingThread sampling_{io_, config_.host.simulated_gpu};
+  SamplingThread sampling_{loop_.io(), config_.host.simulated_gpu};
   // The last status with memory and when it was taken (status_with_recent_memory_on_loop).
   struct RecentMemory {
     PoolStatus status;
     Clock::time_point at;
   };
   std::optional<RecentMemory> recent_memory_;
-  Clock::time_point started_at_ = Clock::now();
-  AdmissionDriver admission_{io_, *clock_, *this, config_.host};
-  RamPressureSweep ram_pressure_{clock_->alarm(io_), options_.pressure_interval, pressure_reading(),
+  AdmissionDriver admission_{loop_.io(), clock(), *this, config_.host};
+  RamPressureSweep ram_pressure_{clock().alarm(loop_.io()), options_.pressure_interval,
+                                 pressure_reading(),
                                  [this](const PressureReading& r) { relieve_ram_pressure(r); }};
   // What sleeps, wakes and the driver took per GiB on this machine, for the planner.
   memory::TransferRates measured_rates_;
   // Made at the first hibernation; its thread makes the driver's calls.
   std::unique_ptr<Hibernator> hibernator_;
-  std::thread thread_;
 };
 
 }  // namespace isohost::pool

@@ -16,15 +16,15 @@ void Pool::make_zygotes() {
     auto options = worker_options(slot, 0);
     options.preload = slot.config.preload;
     Slot* s = &slot;
-    slot.zygote = std::make_unique<Zygote>(io_, std::move(options), [this, s] {
-      if (phase_ != Phase::serving) {
+    slot.zygote = std::make_unique<Zygote>(io(), std::move(options), [this, s] {
+      if (!phase_.serving()) {
         finish_shutdown_if_done();
       } else {
         pump(*s);
       }
     });
     // On the loop thread, which the zygote's death signal follows.
-    if (slot.config.prestart) asio::post(io_, [s] { s->zygote->prepare(); });
+    if (slot.config.prestart) asio::post(io(), [s] { s->zygote->prepare(); });
   }
 }
 
@@ -37,7 +37,7 @@ void Pool::fork_worker(Slot& slot) {
                                 const std::string& failure) {
         slot.state = EnvState::empty;
         if (!child) {
-          if (phase_ != Phase::serving) {
+          if (!phase_.serving()) {
             pump(slot);  // fails what is queued
             finish_shutdown_if_done();
             return;
@@ -50,10 +50,10 @@ void Pool::fork_worker(Slot& slot) {
         }
         child->start_began = slot.start_began;
         auto weak = std::make_shared<std::weak_ptr<Worker>>();
-        slot.worker = Worker::adopt(io_, worker_options(slot, generation), std::move(*child),
+        slot.worker = Worker::adopt(io(), worker_options(slot, generation), std::move(*child),
                                     worker_events(slot, weak));
         track_started(slot, weak, "zygote");
-        if (phase_ != Phase::serving) retire(slot, "host shutdown");
+        if (!phase_.serving()) retire(slot, "host shutdown");
       });
 }
 

@@ -57,7 +57,7 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const
       .requester = w,
       .device = device.is_null() ? slot.config.device.value_or(0) : device.get<unsigned>(),
       .bytes = bytes.get<std::uint64_t>(),
-      .asked_at = clock_->now(),
+      .asked_at = clock().now(),
       .answer = std::move(answer),
   });
   admission_.ask(std::move(job));
@@ -95,7 +95,7 @@ void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
       .for_host = true,
       .device = device.get<unsigned>(),
       .bytes = bytes.get<std::uint64_t>(),
-      .asked_at = clock_->now(),
+      .asked_at = clock().now(),
       .answer = [once](nlohmann::json answer) { (*once)(std::move(answer)); },
   }));
 }

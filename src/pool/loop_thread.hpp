@@ -1,0 +1,48 @@
+#pragma once
+
+// The pool's event loop and the one thread that runs it. The loop is kept alive (a work guard)
+// until `release`, then runs out once the last handler is done; a handler's exception is logged
+// and the loop goes on (a bug in one handler must not take every worker down with the host).
+//
+// It is run so that a warm call pays as few thread wake-ups as possible. A call from another
+// thread wakes the loop (the post), the loop wakes the worker (its socket), the worker wakes the
+// loop (the reply) and the loop wakes the caller (the future): four wake-ups, against two for a
+// bare socketpair round trip. On a virtual machine a wake-up of an idle CPU costs several
+// microseconds, the largest part of a warm call (isohost bench rtt). So after each burst of work
+// the loop keeps polling, without sleeping, for `poll_window`: the reply, and a caller's next
+// request, usually arrive within it and find the loop awake. The cost is at most that window of
+// one core after each burst; a zero window sleeps at once, as io_context::run.
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+
+#include <chrono>
+#include <thread>
+
+namespace isohost::pool {
+
+class LoopThread {
+ public:
+  LoopThread() = default;
+  // Joins a thread still running: release() first, or this waits for ever.
+  ~LoopThread() { join(); }
+  LoopThread(const LoopThread&) = delete;
+  LoopThread& operator=(const LoopThread&) = delete;
+
+  asio::io_context& io() { return io_; }
+  void start(std::chrono::microseconds poll_window);
+  // Loop thread: nothing more will be posted that matters; the loop ends when it runs out.
+  void release() { work_.reset(); }
+  // Any thread but the loop's: waits for the loop to end; returns at once if it never started.
+  void join();
+  [[nodiscard]] bool running() const { return thread_.joinable(); }
+  [[nodiscard]] std::chrono::steady_clock::time_point started_at() const { return started_at_; }
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
+  std::thread thread_;
+};
+
+}  // namespace isohost::pool
