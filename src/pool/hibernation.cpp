@@ -57,7 +57,7 @@ Hibernator& Pool::hibernator() {
   if (!hibernator_) {
     hibernator_ = std::make_unique<Hibernator>(
         io(), HibernatorOptions{.library = options_.cuda_library,
-                               .lock_timeout = options_.hibernate_lock_timeout});
+                                .lock_timeout = options_.hibernate_lock_timeout});
   }
   return *hibernator_;
 }

@@ -338,7 +338,8 @@ void Pool::metrics_on_loop(std::chrono::milliseconds max_age,
       metrics.sample_age_seconds =
           std::chrono::duration<double>(metrics.taken_at - recent_memory_->at).count();
     }
-    metrics.uptime_seconds = std::chrono::duration<double>(metrics.taken_at - loop_.started_at()).count();
+    metrics.uptime_seconds =
+        std::chrono::duration<double>(metrics.taken_at - loop_.started_at()).count();
     metrics.ram_sweeps = ram_pressure_.sweeps();
     for (const auto& [name, slot] : slots_) metrics.envs.emplace(name, slot.metrics);
     done(std::move(metrics));
@@ -662,11 +663,11 @@ void Pool::track_started(Slot& slot, const std::shared_ptr<std::weak_ptr<Worker>
   slot.origin.how = origin;
   slot.origin.zygote_pid = slot.origin.how == "zygote" ? slot.zygote->pid() : -1;
   live_.push_back(slot.worker);
-  spdlog::info(
-      "started worker '{}' (pid {}, generation {}{})", slot.config.name, slot.worker->pid(),
-      slot.worker->generation(),
-      slot.origin.zygote_pid > 0 ? fmt::format(", forked from zygote pid {}", slot.origin.zygote_pid)
-                                 : "");
+  spdlog::info("started worker '{}' (pid {}, generation {}{})", slot.config.name,
+               slot.worker->pid(), slot.worker->generation(),
+               slot.origin.zygote_pid > 0
+                   ? fmt::format(", forked from zygote pid {}", slot.origin.zygote_pid)
+                   : "");
 }
 
 void Pool::on_worker_exit(Slot& slot, const std::shared_ptr<Worker>& w,
@@ -786,7 +787,8 @@ void Pool::fail_queue(Slot& slot, const Error& error) {
 }
 
 void Pool::on_stopped(std::function<void()> hook) {
-  asio::post(io(), [this, hook = std::move(hook)]() mutable { phase_.on_stopped(std::move(hook)); });
+  asio::post(io(),
+             [this, hook = std::move(hook)]() mutable { phase_.on_stopped(std::move(hook)); });
 }
 
 void Pool::request_shutdown() {
