@@ -110,7 +110,7 @@ class EndAll {
 worker::Worker::Events prepare_events(std::shared_ptr<std::shared_ptr<worker::Worker>> slot,
                                       bool cuda, Done done) {
   return {.on_ready =
-              [slot, cuda, done](const worker::Error* error) {
+              [slot, cuda, done](const isohost::Error* error) {
                 if (error != nullptr) {
                   const std::string what = error->what();
                   done(&what);

@@ -1,5 +1,5 @@
 """The exceptions the host API raises: one class per error kind of the C++ core
-(src/worker/error.hpp), all under isohost.Error."""
+(src/error/error.hpp), all under isohost.Error."""
 
 import json
 
@@ -101,7 +101,7 @@ for _name, _cls in _BY_KIND.items():
 
 
 def from_core(text):
-    """The exception for a worker::Error as the core sends it: {"kind", "message", "detail"}."""
+    """The exception for an isohost::Error as the core sends it: {"kind", "message", "detail"}."""
     error = json.loads(text)
     cls = _BY_KIND.get(error.get("kind"), Error)
     return cls(error.get("message", "unknown error"), error.get("detail"))

@@ -1,7 +1,7 @@
 // _isohost: the C++ host core for Python (the package isohost wraps it; docs/python-api.md).
 //
 // Everything crosses this boundary as JSON text, descriptors as ints, and worker errors as
-// CoreError(JSON of worker::Error), so the Python layer owns every Python object and the pool's
+// CoreError(JSON of isohost::Error), so the Python layer owns every Python object and the pool's
 // loop thread never touches one. The GIL is released wherever the core waits.
 
 #include <pybind11/pybind11.h>
@@ -28,8 +28,8 @@ namespace py = pybind11;
 namespace isohost::binding {
 namespace {
 
-using worker::Error;
-using worker::ErrorKind;
+using isohost::Error;
+using isohost::ErrorKind;
 
 PyObject* core_error = nullptr;
 
@@ -170,7 +170,7 @@ void answer(PendingCall& pending, std::uint64_t token, const std::string& reply_
   pending.answer(token, std::move(reply));
 }
 
-// ("value", json, []) | ("pickle", description, [fds]) | ("error", worker::Error as JSON, []),
+// ("value", json, []) | ("pickle", description, [fds]) | ("error", isohost::Error as JSON, []),
 // once wait_event said "done". The descriptors become the caller's.
 py::tuple outcome(PendingCall& pending) {
   const worker::Outcome* outcome = nullptr;
@@ -205,7 +205,7 @@ PYBIND11_MODULE(_isohost, m) {
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
-    } catch (const worker::Error& e) {
+    } catch (const isohost::Error& e) {
       PyErr_SetString(binding::core_error, binding::dump(e.to_json()).c_str());
     }
   });

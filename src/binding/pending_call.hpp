@@ -28,7 +28,8 @@
 #include <nlohmann/json.hpp>
 
 #include "wire/unique_fd.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
+#include "worker/outcome.hpp"
 
 namespace isohost::binding {
 

@@ -5,7 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "control/control_client.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -19,7 +19,7 @@ struct ControlOptions {
 nlohmann::json ask(const std::string& socket, const nlohmann::json& request) {
   const auto reply = control::send_control_request(socket, request);
   if (!reply.value("ok", false)) {
-    throw worker::Error::from_json(reply.value("error", nlohmann::json::object()));
+    throw isohost::Error::from_json(reply.value("error", nlohmann::json::object()));
   }
   return reply.value("value", nlohmann::json());
 }

@@ -145,7 +145,7 @@ class StageRunner {
       } else if (key == "release") {
         call("drop_tensors", {}, seconds);
       }
-    } catch (const worker::Error& e) {
+    } catch (const isohost::Error& e) {
       const std::string message = e.detail().is_object() ? e.detail().value("message", e.what()) : e.what();
       if (key == "torch") torch_missing_ = "torch: " + message;
       return message;
@@ -240,8 +240,8 @@ int run_footprint(const FootprintOptions& o) {
     const bool known = std::any_of(std::begin(kStages), std::end(kStages),
                                    [&](const StageSpec& s) { return key == s.key; });
     if (!known) {
-      throw worker::Error(
-          worker::ErrorKind::bad_request,
+      throw isohost::Error(
+          isohost::ErrorKind::bad_request,
           "unknown stage '" + key +
               "'; stages are bare, numpy, torch, cuda, tensor, asleep, hibernated, woken, release");
     }

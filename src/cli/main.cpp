@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::cli {
 
@@ -48,9 +48,9 @@ int main(int argc, char** argv) {
     if (!sub->parsed()) continue;
     try {
       return run();
-    } catch (const isohost::worker::Error& e) {
+    } catch (const isohost::Error& e) {
       print_error(e.kind_name(), e.what());
-      return e.kind() == isohost::worker::ErrorKind::config_error ? kExitUsage : kExitFailure;
+      return e.kind() == isohost::ErrorKind::config_error ? kExitUsage : kExitFailure;
     } catch (const std::exception& e) {
       print_error("Error", e.what());
       return kExitFailure;

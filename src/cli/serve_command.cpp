@@ -6,7 +6,7 @@
 #include "control/control_server.hpp"
 #include "control/listen_address.hpp"
 #include "pool/pool.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -27,7 +27,7 @@ std::optional<control::ListenAddress> listen_option(const char* flag, const std:
   try {
     address = control::parse_listen_address(text);
   } catch (const control::ListenAddressError& e) {
-    throw worker::Error(worker::ErrorKind::config_error, std::string(flag) + " " + e.what());
+    throw isohost::Error(isohost::ErrorKind::config_error, std::string(flag) + " " + e.what());
   }
   if (!address.loopback()) {
     spdlog::warn(

@@ -14,7 +14,7 @@
 #include "control/control_client.hpp"
 #include "probe/meminfo.hpp"
 #include "probe/probe_error.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -44,7 +44,7 @@ class MetricsSource {
  public:
   explicit MetricsSource(std::string socket) : socket_(std::move(socket)) {}
 
-  // Throws worker::Error when the host cannot be reached or refuses.
+  // Throws isohost::Error when the host cannot be reached or refuses.
   nlohmann::json fetch() {
     auto metrics = fetch_from_host();
     add_system_memory(metrics);
@@ -85,7 +85,7 @@ class MetricsSource {
 
   static nlohmann::json value_of(const nlohmann::json& reply) {
     if (reply.contains("ok") && reply["ok"] == true) return reply.value("value", nlohmann::json());
-    throw worker::Error::from_json(reply.contains("error") ? reply["error"]
+    throw isohost::Error::from_json(reply.contains("error") ? reply["error"]
                                                            : nlohmann::json::object());
   }
 

@@ -9,14 +9,14 @@
 
 #include "control/control_server.hpp"
 #include "wire/json_depth.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::control {
 
 nlohmann::json send_control_request(const std::string& socket_path, const nlohmann::json& request) {
   using asio::local::stream_protocol;
-  using worker::Error;
-  using worker::ErrorKind;
+  using isohost::Error;
+  using isohost::ErrorKind;
   asio::io_context io;
   stream_protocol::socket socket(io);
   asio::error_code ec;

@@ -10,7 +10,7 @@
 namespace isohost::control {
 
 // {"ok": false, "error": {"kind": ..., "message": ..., "detail": ...}}
-nlohmann::json failure(const worker::Error& error);
+nlohmann::json failure(const isohost::Error& error);
 
 // Parses one request line and carries it out on the pool (loop thread). `reply` runs once,
 // with the answer; a malformed line is answered with BadRequest, never thrown.

@@ -16,8 +16,8 @@ namespace isohost::control {
 namespace {
 
 using asio::local::stream_protocol;
-using worker::Error;
-using worker::ErrorKind;
+using isohost::Error;
+using isohost::ErrorKind;
 
 // Removes a socket file left by a host that died; refuses to touch anything else.
 void clear_stale_socket(const std::string& path) {

@@ -4,13 +4,13 @@
 #include <iterator>
 
 #include "wire/json_depth.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::control {
 namespace {
 
-using worker::Error;
-using worker::ErrorKind;
+using isohost::Error;
+using isohost::ErrorKind;
 
 Error bad_request(const std::string& message) { return Error(ErrorKind::bad_request, message); }
 

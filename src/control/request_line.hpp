@@ -26,7 +26,7 @@ struct RequestLine {
 inline constexpr const char* kRequestOps[] = {"call",      "ps",    "metrics", "release", "reap",
                                               "hibernate", "sleep", "wake",    "shutdown"};
 
-// Throws worker::Error(bad_request) naming what is wrong: not one JSON object, nested deeper
+// Throws isohost::Error(bad_request) naming what is wrong: not one JSON object, nested deeper
 // than wire::kMaxJsonDepth, an unknown op, a missing or non-string `op`, `env` or `target`,
 // `args` not an array, `kwargs` not an object.
 RequestLine parse_request_line(const std::string& line);

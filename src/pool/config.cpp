@@ -14,13 +14,13 @@
 #include <toml++/toml.h>
 
 #include "wire/unique_fd.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::pool {
 namespace {
 
-using worker::Error;
-using worker::ErrorKind;
+using isohost::Error;
+using isohost::ErrorKind;
 
 Error config_error(const std::string& source, const toml::source_region& where,
                    const std::string& message) {

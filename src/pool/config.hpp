@@ -91,11 +91,11 @@ struct Config {
 };
 
 // Parses TOML text. Relative `path` and `cwd` entries are resolved against `base_dir`.
-// Throws worker::Error(config_error) naming the source, line and column, and the key.
+// Throws isohost::Error(config_error) naming the source, line and column, and the key.
 Config parse_config(const std::string& text, const std::string& source, const std::string& base_dir);
 
 // Reads and parses a file: a regular file of at most 1 MiB. Anything else (missing, a directory,
-// a FIFO, a device, too large) throws worker::Error(config_error) naming the file and what is
+// a FIFO, a device, too large) throws isohost::Error(config_error) naming the file and what is
 // wrong with it; a FIFO never blocks the call.
 Config load_config(const std::string& path);
 

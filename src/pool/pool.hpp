@@ -45,13 +45,14 @@
 #include "pool/request.hpp"
 #include "pool/sampling_thread.hpp"
 #include "pool/zygote.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
+#include "worker/outcome.hpp"
 #include "worker/worker.hpp"
 
 namespace isohost::pool {
 
-using worker::Error;
-using worker::ErrorKind;
+using isohost::Error;
+using isohost::ErrorKind;
 using worker::Outcome;
 
 // Whether a worker's runtime offers `sleep`, from its hello's capabilities (null while it has
@@ -98,7 +99,7 @@ class Pool : private AdmissionSteps {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // Any thread. The future holds the result or throws worker::Error.
+  // Any thread. The future holds the result or throws isohost::Error.
   std::future<nlohmann::json> submit(Request request);
   std::future<nlohmann::json> call(const std::string& env, const std::string& target,
                                    nlohmann::json args = nlohmann::json::array(),

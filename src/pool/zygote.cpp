@@ -11,7 +11,7 @@
 
 namespace isohost::pool {
 
-using worker::Error;
+using isohost::Error;
 using worker::Outcome;
 using worker::Worker;
 using worker::WorkerState;

@@ -93,7 +93,7 @@ class Zygote {
                   wire::UniqueFd& pidfd) const;
 
   void start();
-  void on_ready(const worker::Error* error);
+  void on_ready(const isohost::Error* error);
   void on_exit(const worker::ExitReport& report);
   void schedule_restart();
   void refuse(const std::string& reason);

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "control/control_client.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::web {
 
@@ -31,7 +31,7 @@ nlohmann::json fetch_metrics(const std::string& socket_path) {
   nlohmann::json answer;
   try {
     answer = control::send_control_request(socket_path, {{"op", "metrics"}});
-  } catch (const worker::Error& e) {
+  } catch (const isohost::Error& e) {
     throw HostUnavailable(e.what(), host_gone(socket_path));
   }
   const auto ok = answer.find("ok");

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 #ifndef ISOHOST_SOURCE_PYTHON_DIR
 #define ISOHOST_SOURCE_PYTHON_DIR ""

@@ -32,7 +32,8 @@
 #include "proc/exit_status.hpp"
 #include "wire/frame.hpp"
 #include "wire/socket_io.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
+#include "worker/outcome.hpp"
 #include "worker/output_pipe.hpp"
 
 namespace isohost::worker {

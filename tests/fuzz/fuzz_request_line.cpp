@@ -5,14 +5,14 @@
 #include <string>
 
 #include "control/request_line.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
     const auto line = isohost::control::parse_request_line(std::string(reinterpret_cast<const char*>(data), size));
     (void)line.args.dump();
-  } catch (const isohost::worker::Error& e) {
-    if (e.kind() != isohost::worker::ErrorKind::bad_request) __builtin_trap();
+  } catch (const isohost::Error& e) {
+    if (e.kind() != isohost::ErrorKind::bad_request) __builtin_trap();
   }
   return 0;
 }

@@ -14,7 +14,7 @@
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
 #include "support/test_support.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost {
 namespace {

@@ -25,7 +25,7 @@
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
 #include "support/test_support.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost {
 namespace {
@@ -59,7 +59,7 @@ class ServedHost {
         [&] {
           try {
             return ask({{"op", "ps"}}).value("ok", false);
-          } catch (const isohost::worker::Error&) {
+          } catch (const isohost::Error&) {
             return false;  // not listening yet (or a stale file from an earlier host)
           }
         },

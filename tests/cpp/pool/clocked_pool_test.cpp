@@ -23,7 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using test_support::call_error;
 using test_support::eventually;
-using worker::ErrorKind;
+using isohost::ErrorKind;
 
 class ClockedPoolTest : public ::testing::Test {
  protected:
@@ -48,7 +48,7 @@ class ClockedPoolTest : public ::testing::Test {
             .launch_worker = [this](asio::io_context& io, worker::WorkerOptions o,
                                     worker::Worker::Events e) {
               ++launches;
-              if (refuse_launch) throw worker::Error(ErrorKind::spawn_failed, "refused on cue");
+              if (refuse_launch) throw isohost::Error(ErrorKind::spawn_failed, "refused on cue");
               return worker::Worker::launch(io, std::move(o), std::move(e));
             }};
   }

@@ -11,7 +11,7 @@
 #include <future>
 
 #include "support/test_support.hpp"
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 namespace isohost::pool {
 namespace {
@@ -80,8 +80,8 @@ TEST(Config, BadFilesAreNamedErrorsWithAPlace) {
     try {
       parse_config(c.text, "t.toml", "/base");
       ADD_FAILURE() << "accepted: " << c.text;
-    } catch (const worker::Error& e) {
-      EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+    } catch (const isohost::Error& e) {
+      EXPECT_EQ(e.kind(), isohost::ErrorKind::config_error);
       EXPECT_THAT(e.what(), HasSubstr(c.says)) << c.text;
     }
   }
@@ -91,8 +91,8 @@ TEST(Config, MissingFileIsAConfigError) {
   try {
     load_config("/no/such/isohost.toml");
     ADD_FAILURE();
-  } catch (const worker::Error& e) {
-    EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+  } catch (const isohost::Error& e) {
+    EXPECT_EQ(e.kind(), isohost::ErrorKind::config_error);
     EXPECT_THAT(e.what(), HasSubstr("/no/such/isohost.toml"));
   }
 }
@@ -121,8 +121,8 @@ TEST(Config, HibernationSettings) {
     try {
       parse_config(text, "t.toml", "/base");
       ADD_FAILURE() << text;
-    } catch (const worker::Error& e) {
-      EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+    } catch (const isohost::Error& e) {
+      EXPECT_EQ(e.kind(), isohost::ErrorKind::config_error);
       EXPECT_THAT(e.what(), ::testing::HasSubstr(message));
     }
   }
@@ -137,7 +137,7 @@ TEST(Config, WorkerPollWindow) {
     try {
       parse_config(text, "t.toml", "/base");
       ADD_FAILURE() << text;
-    } catch (const worker::Error& e) {
+    } catch (const isohost::Error& e) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr(
                                 "t.toml:2:28: 'worker_poll_microseconds' must be a whole number from 0 to 1000000"));
     }
@@ -156,8 +156,8 @@ using ::testing::HasSubstr;
 std::string refusal(const std::string& text) {
   try {
     parse_config(text, "t.toml", "/base");
-  } catch (const worker::Error& e) {
-    EXPECT_EQ(e.kind(), worker::ErrorKind::config_error) << text;
+  } catch (const isohost::Error& e) {
+    EXPECT_EQ(e.kind(), isohost::ErrorKind::config_error) << text;
     return e.what();
   }
   ADD_FAILURE() << "accepted:\n" << text;
@@ -273,8 +273,8 @@ TEST(Config, NulInAnyStringIsRefusedNamingTheKey) {
 std::string load_refusal(const std::string& path) {
   try {
     load_config(path);
-  } catch (const worker::Error& e) {
-    EXPECT_EQ(e.kind(), worker::ErrorKind::config_error) << path;
+  } catch (const isohost::Error& e) {
+    EXPECT_EQ(e.kind(), isohost::ErrorKind::config_error) << path;
     return e.what();
   }
   ADD_FAILURE() << "accepted: " << path;

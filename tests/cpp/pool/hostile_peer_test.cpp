@@ -23,7 +23,7 @@ using test_support::call_error;
 using test_support::fixture_config;
 using test_support::fixture_env;
 using ::testing::HasSubstr;
-using worker::ErrorKind;
+using isohost::ErrorKind;
 using Clock = std::chrono::steady_clock;
 
 const std::string kFakeWorker = std::string(ISOHOST_FIXTURES_DIR) + "/peers/fake_worker.py";
@@ -51,7 +51,7 @@ Config hostile_config(const std::vector<std::pair<std::string, std::string>>& mo
 
 struct Answer {
   std::string mode;
-  worker::Error error;
+  isohost::Error error;
   std::chrono::milliseconds took;
 };
 

@@ -127,7 +127,7 @@ TEST_F(Hibernate, AWakeIsAdmittedFirstAndWithoutRoomTheWorkerStaysHibernated) {
   // (this test) takes 700.
   write_card(nlohmann::json::array({on_card(pid, 0), on_card(::getpid(), 700)}));
   const auto refused = call_error(pool->call("g", "isohost_fake_cuda_context:compute", {21}));
-  EXPECT_EQ(refused.kind(), worker::ErrorKind::wake_failed);
+  EXPECT_EQ(refused.kind(), isohost::ErrorKind::wake_failed);
   EXPECT_THAT(refused.what(), HasSubstr("no room on the card for the 600 MiB it moved off"));
   EXPECT_THAT(refused.what(), HasSubstr("it stays hibernated"));
   EXPECT_EQ(worker_of(*pool).state, "hibernated");

@@ -117,8 +117,8 @@ TEST_F(VramAdmission, TheHostItselfMakesRoomWithIdleWorkersAndBooksNothing) {
   try {
     pool.submit({pool::Request::Kind::make_room, "", {{"bytes", -1}}}).get();
     FAIL() << "a negative size was taken";
-  } catch (const worker::Error& e) {
-    EXPECT_EQ(e.kind(), worker::ErrorKind::bad_request) << e.what();
+  } catch (const isohost::Error& e) {
+    EXPECT_EQ(e.kind(), isohost::ErrorKind::bad_request) << e.what();
   }
 }
 
@@ -133,8 +133,8 @@ TEST_F(VramAdmission, RefusesWhatCannotFitWithTheArithmetic) {
   try {
     pool.call("b", "isohost_sim_vram:reserve_in_context", {2000}).get();
     FAIL() << "a refused reservation entered its block";
-  } catch (const worker::Error& e) {
-    EXPECT_EQ(e.kind(), worker::ErrorKind::worker_exception);
+  } catch (const isohost::Error& e) {
+    EXPECT_EQ(e.kind(), isohost::ErrorKind::worker_exception);
     EXPECT_NE(std::string(e.what()).find("VramRefused"), std::string::npos) << e.what();
   }
 }

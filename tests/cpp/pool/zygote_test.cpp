@@ -154,8 +154,8 @@ TEST(ZygoteConfig, PreloadAndPrestartAreReadAndChecked) {
     try {
       parse_config(text, "t.toml", "/b");
       ADD_FAILURE() << text;
-    } catch (const worker::Error& e) {
-      EXPECT_EQ(e.kind(), worker::ErrorKind::config_error);
+    } catch (const isohost::Error& e) {
+      EXPECT_EQ(e.kind(), isohost::ErrorKind::config_error);
       EXPECT_THAT(e.what(), HasSubstr(says));
     }
   }

@@ -43,14 +43,14 @@ pool::Config fixture_config(const std::vector<std::string>& env_names) {
   return config;
 }
 
-worker::Error call_error(std::future<nlohmann::json> future) {
+isohost::Error call_error(std::future<nlohmann::json> future) {
   try {
     future.get();
-  } catch (const worker::Error& e) {
+  } catch (const isohost::Error& e) {
     return e;
   }
   ADD_FAILURE() << "the call succeeded";
-  return worker::Error(worker::ErrorKind::control_error, "no error");
+  return isohost::Error(isohost::ErrorKind::control_error, "no error");
 }
 
 int open_descriptor_count() {

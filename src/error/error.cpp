@@ -1,9 +1,9 @@
-#include "worker/error.hpp"
+#include "error/error.hpp"
 
 #include <array>
 #include <utility>
 
-namespace isohost::worker {
+namespace isohost {
 namespace {
 
 constexpr std::array<std::pair<ErrorKind, const char*>, 18> kNames{{
@@ -55,4 +55,4 @@ Error Error::from_json(const nlohmann::json& error) {
                error.value("detail", nlohmann::json()));
 }
 
-}  // namespace isohost::worker
+}  // namespace isohost
