@@ -27,8 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "wire/unique_fd.hpp"
 #include "error/error.hpp"
+#include "wire/unique_fd.hpp"
 #include "worker/outcome.hpp"
 
 namespace isohost::binding {

@@ -21,9 +21,10 @@ nlohmann::json parse_json_option(const std::string& text, const char* name, bool
   auto value = wire::parse_within_depth(text);
   if (value.is_discarded() || (want_array ? !value.is_array() : !value.is_object())) {
     throw isohost::Error(isohost::ErrorKind::bad_request,
-                        std::string("--") + name + " must be a JSON " + (want_array ? "array" : "object") +
-                            " nested at most " + std::to_string(wire::kMaxJsonDepth) +
-                            " deep, got: " + text.substr(0, 200));
+                         std::string("--") + name + " must be a JSON " +
+                             (want_array ? "array" : "object") + " nested at most " +
+                             std::to_string(wire::kMaxJsonDepth) +
+                             " deep, got: " + text.substr(0, 200));
   }
   return value;
 }
@@ -35,7 +36,8 @@ int run_call(const CallOptions& o) {
   if (!o.socket.empty()) {
     const auto reply = control::send_control_request(
         o.socket, {{"op", "call"}, {"env", o.env}, {"target", o.target}, {"args", args}, {"kwargs", kwargs}});
-    if (!reply.value("ok", false)) throw isohost::Error::from_json(reply.value("error", nlohmann::json::object()));
+    if (!reply.value("ok", false))
+      throw isohost::Error::from_json(reply.value("error", nlohmann::json::object()));
     value = reply.value("value", nlohmann::json());
   } else {
     pool::Pool pool(pool::load_config(o.config));

@@ -5,8 +5,8 @@
 #include "cli/web_sidecar.hpp"
 #include "control/control_server.hpp"
 #include "control/listen_address.hpp"
-#include "pool/pool.hpp"
 #include "error/error.hpp"
+#include "pool/pool.hpp"
 
 namespace isohost::cli {
 namespace {

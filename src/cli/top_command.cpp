@@ -12,9 +12,9 @@
 #include "cli/top_frame.hpp"
 #include "cli/top_screen.hpp"
 #include "control/control_client.hpp"
+#include "error/error.hpp"
 #include "probe/meminfo.hpp"
 #include "probe/probe_error.hpp"
-#include "error/error.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -86,7 +86,7 @@ class MetricsSource {
   static nlohmann::json value_of(const nlohmann::json& reply) {
     if (reply.contains("ok") && reply["ok"] == true) return reply.value("value", nlohmann::json());
     throw isohost::Error::from_json(reply.contains("error") ? reply["error"]
-                                                           : nlohmann::json::object());
+                                                            : nlohmann::json::object());
   }
 
   std::string socket_;

@@ -8,8 +8,8 @@
 #include <asio/write.hpp>
 
 #include "control/control_server.hpp"
-#include "wire/json_depth.hpp"
 #include "error/error.hpp"
+#include "wire/json_depth.hpp"
 
 namespace isohost::control {
 

@@ -8,8 +8,8 @@
 namespace isohost::control {
 namespace {
 
-using pool::Request;
 using isohost::Error;
+using pool::Request;
 
 // `metrics` is asked every second by each view (top, the page, a Prometheus scrape): its memory
 // figures may be this old, so views never walk the workers' smaps_rollup more than once a second

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <iterator>
 
-#include "wire/json_depth.hpp"
 #include "error/error.hpp"
+#include "wire/json_depth.hpp"
 
 namespace isohost::control {
 namespace {

@@ -4,8 +4,8 @@
 // the pool, the config, the control socket, the CLI). The kind's name is what the CLI prints,
 // what the control socket sends and what the Python API raises.
 
-#include <optional>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -13,8 +13,8 @@
 
 #include <toml++/toml.h>
 
-#include "wire/unique_fd.hpp"
 #include "error/error.hpp"
+#include "wire/unique_fd.hpp"
 
 namespace isohost::pool {
 namespace {

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "error/error.hpp"
 #include "memory/admission.hpp"
 #include "memory/snapshot.hpp"
 #include "pool/admission_driver.hpp"
@@ -45,7 +46,6 @@
 #include "pool/request.hpp"
 #include "pool/sampling_thread.hpp"
 #include "pool/zygote.hpp"
-#include "error/error.hpp"
 #include "worker/outcome.hpp"
 #include "worker/worker.hpp"
 

@@ -29,10 +29,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "error/error.hpp"
 #include "proc/exit_status.hpp"
 #include "wire/frame.hpp"
 #include "wire/socket_io.hpp"
-#include "error/error.hpp"
 #include "worker/outcome.hpp"
 #include "worker/output_pipe.hpp"
 

@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "control/control_client.hpp"
+#include "error/error.hpp"
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
 #include "support/test_support.hpp"
-#include "error/error.hpp"
 
 namespace isohost {
 namespace {

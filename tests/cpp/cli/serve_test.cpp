@@ -21,11 +21,11 @@
 #include <thread>
 
 #include "control/control_client.hpp"
+#include "error/error.hpp"
 #include "probe/proc_status.hpp"
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
 #include "support/test_support.hpp"
-#include "error/error.hpp"
 
 namespace isohost {
 namespace {

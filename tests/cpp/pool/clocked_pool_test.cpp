@@ -21,9 +21,9 @@ namespace isohost::pool {
 namespace {
 
 using namespace std::chrono_literals;
+using isohost::ErrorKind;
 using test_support::call_error;
 using test_support::eventually;
-using isohost::ErrorKind;
 
 class ClockedPoolTest : public ::testing::Test {
  protected:

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <future>
 
-#include "support/test_support.hpp"
 #include "error/error.hpp"
+#include "support/test_support.hpp"
 
 namespace isohost::pool {
 namespace {

@@ -19,11 +19,11 @@
 namespace isohost::pool {
 namespace {
 
+using isohost::ErrorKind;
 using test_support::call_error;
 using test_support::fixture_config;
 using test_support::fixture_env;
 using ::testing::HasSubstr;
-using isohost::ErrorKind;
 using Clock = std::chrono::steady_clock;
 
 const std::string kFakeWorker = std::string(ISOHOST_FIXTURES_DIR) + "/peers/fake_worker.py";

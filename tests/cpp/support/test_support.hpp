@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pool/config.hpp"
 #include "error/error.hpp"
+#include "pool/config.hpp"
 
 namespace isohost::test_support {
 
