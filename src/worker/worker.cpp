@@ -138,10 +138,7 @@ Worker::Worker(asio::io_context& io, WorkerOptions options, Events events)
       main_(io, "main"),
       side_(io, "side"),
       pidfd_(io),
-      start_timer_(io),
-      call_timer_(io),
-      stop_timer_(io),
-      interrupt_timer_(io) {}
+      deadlines_(io) {}
 
 Worker::~Worker() {
   // The pool lets go of a worker only once it is dead; anything else is a bug that must not
@@ -226,8 +223,8 @@ void Worker::start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::Uniqu
   watch_exit();
   read_frames(main_);
   read_frames(side_);
-  start_timer_.expires_after(options_.start_timeout);
-  start_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+  deadlines_.start.expires_after(options_.start_timeout);
+  deadlines_.start.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->state_ != WorkerState::starting) return;
     self->condemn(Error(ErrorKind::start_timeout,
                         self->identity() + " did not say hello within " +
@@ -270,7 +267,7 @@ void Worker::read_frames(Lane& lane) {
             }
             while (auto frame = lane.reader.next()) {
               self->handle_frame(lane, std::move(*frame));
-              if (self->state_ == WorkerState::dead || self->cause_) return;
+              if (self->state_ == WorkerState::dead || self->ending_.cause) return;
             }
           }
         } catch (const wire::WireError& e) {
@@ -301,9 +298,9 @@ void Worker::read_frames(Lane& lane) {
 void Worker::on_socket_closed(const Lane& lane) {
   // The process is ending; its pidfd says how. One that lingers is killed (a worker asked to
   // shut down keeps its grace timer).
-  if (expected_exit_) return;
-  stop_timer_.expires_after(options_.eof_grace);
-  stop_timer_.async_wait([self = shared_from_this(), name = lane.name](const asio::error_code& e) {
+  if (ending_.expected) return;
+  deadlines_.stop.expires_after(options_.eof_grace);
+  deadlines_.stop.async_wait([self = shared_from_this(), name = lane.name](const asio::error_code& e) {
     if (e || self->state_ == WorkerState::dead) return;
     self->condemn(
         Error(ErrorKind::protocol_error,
@@ -370,8 +367,8 @@ void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> 
   std::string refusal;
   if (name == body.end() || !name->is_string()) {
     refusal = "an ask needs a string 'name'";
-  } else if (!main_on_ask_) {
-    refusal = main_handler_ ? "the caller of " + main_what_ + " serves no asks"
+  } else if (!request_.on_ask) {
+    refusal = request_.handler ? "the caller of " + request_.what + " serves no asks"
                             : "no call is in flight to ask";
   }
   if (!refusal.empty()) {
@@ -383,7 +380,7 @@ void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> 
     return;
   }
   auto answered = std::make_shared<bool>(false);
-  main_on_ask_(body, [weak = weak_from_this(), id, answered](nlohmann::json reply) {
+  request_.on_ask(body, [weak = weak_from_this(), id, answered](nlohmann::json reply) {
     auto self = weak.lock();
     if (!id || !self || *answered) return;
     *answered = true;
@@ -399,19 +396,19 @@ void Worker::send_answer(std::int64_t id, nlohmann::json reply) {
 }
 
 void Worker::interrupt(std::chrono::milliseconds grace) {
-  if (!main_handler_ || interrupted_id_ == main_id_) return;
-  interrupted_id_ = main_id_;
+  if (!request_.handler || request_.interrupted_id == request_.id) return;
+  request_.interrupted_id = request_.id;
   const auto query_id = next_id_++;
   side_handlers_.emplace(query_id, [](const Outcome&) {});
-  send(side_, {{"op", "interrupt"}, {"id", query_id}, {"call", main_id_}});
-  interrupt_timer_.expires_after(grace);
-  interrupt_timer_.async_wait([self = shared_from_this(), id = main_id_,
+  send(side_, {{"op", "interrupt"}, {"id", query_id}, {"call", request_.id}});
+  deadlines_.interrupt.expires_after(grace);
+  deadlines_.interrupt.async_wait([self = shared_from_this(), id = request_.id,
                                grace](const asio::error_code& ec) {
-    if (ec || self->main_id_ != id || !self->main_handler_) return;
+    if (ec || self->request_.id != id || !self->request_.handler) return;
     self->condemn(Error(ErrorKind::interrupted,
                         fmt::format("{} did not stop within {:g} s of its interrupt; {} and its "
                                     "process group were killed",
-                                    self->main_what_, grace.count() / 1000.0, self->identity())));
+                                    self->request_.what, grace.count() / 1000.0, self->identity())));
   });
 }
 
@@ -420,7 +417,7 @@ void Worker::handle_hello(const nlohmann::json& body) {
   hello_ = body;
   ready_at_ = Clock::now();
   state_ = WorkerState::ready;
-  start_timer_.cancel();
+  deadlines_.start.cancel();
   if (events_.on_ready) events_.on_ready(nullptr);
 }
 
@@ -430,22 +427,22 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
     throw wire::WireError("reply without an integer id");
   }
   const auto id = id_field->get<std::int64_t>();
-  const bool main = id == main_id_ && main_handler_;
+  const bool main = id == request_.id && request_.handler;
   const auto side = main ? side_handlers_.end() : side_handlers_.find(id);
   if (!main && side == side_handlers_.end()) {
     throw wire::WireError("reply to unknown request id " + std::to_string(id));
   }
-  auto outcome = reply_outcome(body, main ? main_what_ : "query", buffers);
+  auto outcome = reply_outcome(body, main ? request_.what : "query", buffers);
   Handler handler;
   if (main) {
-    handler = std::move(main_handler_);
-    main_handler_ = nullptr;
-    main_on_ask_ = nullptr;
-    main_id_ = 0;
-    call_timer_.cancel();
-    interrupt_timer_.cancel();
+    handler = std::move(request_.handler);
+    request_.handler = nullptr;
+    request_.on_ask = nullptr;
+    request_.id = 0;
+    deadlines_.call.cancel();
+    deadlines_.interrupt.cancel();
     if (state_ == WorkerState::busy)
-      state_ = expected_exit_ ? WorkerState::stopping : WorkerState::ready;
+      state_ = ending_.expected ? WorkerState::stopping : WorkerState::ready;
   } else {
     handler = std::move(side->second);
     side_handlers_.erase(side);
@@ -461,20 +458,20 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
                                        worker_state_name(state_))));
     return;
   }
-  main_id_ = next_id_++;
-  main_what_ = std::move(what);
-  main_handler_ = std::move(handler);
-  main_on_ask_ = std::move(on_ask);
+  request_.id = next_id_++;
+  request_.what = std::move(what);
+  request_.handler = std::move(handler);
+  request_.on_ask = std::move(on_ask);
   state_ = WorkerState::busy;
-  message["id"] = main_id_;
+  message["id"] = request_.id;
   if (timeout.count() > 0) {
-    call_timer_.expires_after(timeout);
-    call_timer_.async_wait([self = shared_from_this(), id = main_id_, timeout](const asio::error_code& ec) {
-      if (ec || self->main_id_ != id) return;
+    deadlines_.call.expires_after(timeout);
+    deadlines_.call.async_wait([self = shared_from_this(), id = request_.id, timeout](const asio::error_code& ec) {
+      if (ec || self->request_.id != id) return;
       self->condemn(Error(ErrorKind::call_timeout,
                           fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
                                       "group were killed",
-                                      self->main_what_, timeout.count() / 1000.0,
+                                      self->request_.what, timeout.count() / 1000.0,
                                       self->identity())));
     });
   }
@@ -519,7 +516,7 @@ void Worker::flush(Lane& lane) {
 
 void Worker::shutdown(std::chrono::milliseconds grace) {
   if (state_ == WorkerState::dead) return;
-  expected_exit_ = true;
+  ending_.expected = true;
   if (state_ == WorkerState::starting) {
     condemn(Error(ErrorKind::shutting_down, identity() + " was stopped before it was ready"));
     return;
@@ -533,8 +530,8 @@ void Worker::shutdown(std::chrono::milliseconds grace) {
   }
   state_ = state_ == WorkerState::busy ? WorkerState::busy : WorkerState::stopping;
   send(main_, {{"op", "shutdown"}});
-  stop_timer_.expires_after(grace);
-  stop_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+  deadlines_.stop.expires_after(grace);
+  deadlines_.stop.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->state_ == WorkerState::dead) return;
     self->condemn(Error(ErrorKind::shutting_down,
                         self->identity() + " did not exit within its shutdown grace period; it was killed"));
@@ -566,7 +563,7 @@ bool Worker::mark_awake() {
 
 void Worker::condemn(Error reason) {
   if (state_ == WorkerState::dead) return;
-  if (!cause_) cause_ = std::move(reason);
+  if (!ending_.cause) ending_.cause = std::move(reason);
   // A starting or busy worker keeps its state: its death fails the start or the request.
   if (state_ == WorkerState::ready || state_ == WorkerState::asleep ||
       is_hibernation_state(state_)) {
@@ -599,14 +596,14 @@ void Worker::end_escaped() const {
 }
 
 Error Worker::death_error(const proc::ExitStatus& status) const {
-  if (cause_) {
-    return Error(cause_->kind(), std::string(cause_->what()) + stderr_tail(), cause_->detail());
+  if (ending_.cause) {
+    return Error(ending_.cause->kind(), std::string(ending_.cause->what()) + stderr_tail(), ending_.cause->detail());
   }
-  if (expected_exit_) {
+  if (ending_.expected) {
     return Error(ErrorKind::shutting_down, identity() + " was shut down (" + status.describe() + ")");
   }
   const std::string during = state_ == WorkerState::starting ? " before saying hello"
-                             : main_handler_                 ? " during " + main_what_
+                             : request_.handler                 ? " during " + request_.what
                              : is_hibernation_state(state_) || state_ == WorkerState::asleep
                                  ? std::string(" while ") + worker_state_name(state_)
                                  : " while idle";
@@ -623,9 +620,9 @@ void Worker::on_process_exit() {
   const bool was_starting = state_ == WorkerState::starting;
   const Error error = death_error(status);
   state_ = WorkerState::dead;
-  for (auto* timer : {&start_timer_, &call_timer_, &stop_timer_, &interrupt_timer_})
+  for (auto* timer : {&deadlines_.start, &deadlines_.call, &deadlines_.stop, &deadlines_.interrupt})
     timer->cancel();
-  main_on_ask_ = nullptr;
+  request_.on_ask = nullptr;
   asio::error_code ignored;
   main_.socket.close(ignored);
   side_.socket.close(ignored);
@@ -633,9 +630,9 @@ void Worker::on_process_exit() {
   stdout_->close();
   stderr_->close();
   if (was_starting && events_.on_ready) events_.on_ready(&error);
-  if (main_handler_) {
-    auto handler = std::move(main_handler_);
-    main_handler_ = nullptr;
+  if (request_.handler) {
+    auto handler = std::move(request_.handler);
+    request_.handler = nullptr;
     handler(Outcome::failure(error));
   }
   auto side = std::move(side_handlers_);
@@ -643,9 +640,9 @@ void Worker::on_process_exit() {
   for (auto& [id, handler] : side) handler(Outcome::failure(error));
   // A worker killed because its caller's interrupt went unheeded did what it was asked to stop
   // doing: that is no crash, and counts nothing towards the environment's back-off.
-  const bool interrupted = cause_ && cause_->kind() == ErrorKind::interrupted;
+  const bool interrupted = ending_.cause && ending_.cause->kind() == ErrorKind::interrupted;
   const bool expected =
-      interrupted || (expected_exit_ && (!cause_ || cause_->kind() == ErrorKind::shutting_down));
+      interrupted || (ending_.expected && (!ending_.cause || ending_.cause->kind() == ErrorKind::shutting_down));
   spdlog::log(expected ? spdlog::level::info : spdlog::level::warn, "{} ended: {}", identity(),
               expected && !interrupted ? status.describe() : std::string(error.what()));
   if (events_.on_exit) events_.on_exit(ExitReport{status, expected, error.what()});

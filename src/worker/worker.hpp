@@ -259,25 +259,34 @@ class Worker : public std::enable_shared_from_this<Worker> {
   std::shared_ptr<OutputPipe> stdout_;
   std::shared_ptr<OutputPipe> stderr_;
   bool socket_failed_ = false;
-  asio::steady_timer start_timer_;
-  asio::steady_timer call_timer_;
-  asio::steady_timer stop_timer_;
-  // Runs from an interrupt of the main-lane request until that request ends.
-  asio::steady_timer interrupt_timer_;
+  // Each bounds one wait on the process, in real time.
+  struct Deadlines {
+    explicit Deadlines(asio::io_context& io) : start(io), call(io), stop(io), interrupt(io) {}
+    asio::steady_timer start;  // for hello
+    asio::steady_timer call;   // for the main-lane request's reply
+    asio::steady_timer stop;   // for the process's end once asked to end
+    // Runs from an interrupt of the main-lane request until that request ends.
+    asio::steady_timer interrupt;
+  } deadlines_;
   nlohmann::json hello_;
   Clock::time_point spawned_at_;
   std::optional<Clock::time_point> ready_at_;
   std::int64_t next_id_ = 1;
-  // The main-lane request in flight.
-  std::int64_t main_id_ = 0;
-  std::string main_what_;
-  Handler main_handler_;
-  AskHandler main_on_ask_;
-  // The main-lane request already interrupted (0: none).
-  std::int64_t interrupted_id_ = 0;
+  // The main-lane request in flight (id 0: none).
+  struct MainRequest {
+    std::int64_t id = 0;
+    std::string what;
+    Handler handler;
+    AskHandler on_ask;
+    // The main-lane request already interrupted (0: none).
+    std::int64_t interrupted_id = 0;
+  } request_;
   std::map<std::int64_t, Handler> side_handlers_;
-  std::optional<Error> cause_;
-  bool expected_exit_ = false;
+  // Why the worker dies (the first reason wins), and whether the host asked for it.
+  struct Ending {
+    std::optional<Error> cause;
+    bool expected = false;
+  } ending_;
 };
 
 }  // namespace isohost::worker
