@@ -128,12 +128,12 @@ class Pool : private AdmissionSteps {
   // Loop thread only.
   void submit_on_loop(Request request, Handler handler);
   [[nodiscard]] PoolStatus status_on_loop() const;
-  // Statuses with memory and metrics (pool_memory.cpp). Whose report a status with memory asks for. `every_worker` (ps) waits up to
-  // PoolOptions::report_wait for a worker whose call holds the GIL in C code; `cached_while_busy`
-  // (admission) takes a busy worker's last report instead where there is one: a busy worker is
-  // no step's candidate, and its VRAM is read from outside either way (only where NVML cannot
-  // see our pids does a context opened since that report go unattributed, and then it counts
-  // as foreign: never free).
+  // Statuses with memory and metrics (pool_memory.cpp). Whose report a status with memory asks for.
+  // `every_worker` (ps) waits up to PoolOptions::report_wait for a worker whose call holds the GIL
+  // in C code; `cached_while_busy` (admission) takes a busy worker's last report instead where
+  // there is one: a busy worker is no step's candidate, and its VRAM is read from outside either
+  // way (only where NVML cannot see our pids does a context opened since that report go
+  // unattributed, and then it counts as foreign: never free).
   enum class Reports : std::uint8_t { every_worker, cached_while_busy };
   // The status with every worker's memory: asks live workers for their reports on the side
   // lane (answered even mid-call), then measures RAM and VRAM from outside.

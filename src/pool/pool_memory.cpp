@@ -50,7 +50,8 @@ std::future<PoolStatus> Pool::status_with_memory() {
   auto promise = std::make_shared<std::promise<PoolStatus>>();
   auto future = promise->get_future();
   asio::post(io(), [this, promise] {
-    status_with_memory_on_loop([promise](PoolStatus status) { promise->set_value(std::move(status)); });
+    status_with_memory_on_loop(
+        [promise](PoolStatus status) { promise->set_value(std::move(status)); });
   });
   return future;
 }

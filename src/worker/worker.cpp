@@ -300,7 +300,8 @@ void Worker::on_socket_closed(const Lane& lane) {
   // shut down keeps its grace timer).
   if (ending_.expected) return;
   deadlines_.stop.expires_after(options_.eof_grace);
-  deadlines_.stop.async_wait([self = shared_from_this(), name = lane.name](const asio::error_code& e) {
+  deadlines_.stop.async_wait([self = shared_from_this(),
+                              name = lane.name](const asio::error_code& e) {
     if (e || self->state_ == WorkerState::dead) return;
     self->condemn(
         Error(ErrorKind::protocol_error,
@@ -369,7 +370,7 @@ void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> 
     refusal = "an ask needs a string 'name'";
   } else if (!request_.on_ask) {
     refusal = request_.handler ? "the caller of " + request_.what + " serves no asks"
-                            : "no call is in flight to ask";
+                               : "no call is in flight to ask";
   }
   if (!refusal.empty()) {
     if (id) {
@@ -402,14 +403,15 @@ void Worker::interrupt(std::chrono::milliseconds grace) {
   side_handlers_.emplace(query_id, [](const Outcome&) {});
   send(side_, {{"op", "interrupt"}, {"id", query_id}, {"call", request_.id}});
   deadlines_.interrupt.expires_after(grace);
-  deadlines_.interrupt.async_wait([self = shared_from_this(), id = request_.id,
-                               grace](const asio::error_code& ec) {
-    if (ec || self->request_.id != id || !self->request_.handler) return;
-    self->condemn(Error(ErrorKind::interrupted,
-                        fmt::format("{} did not stop within {:g} s of its interrupt; {} and its "
-                                    "process group were killed",
-                                    self->request_.what, grace.count() / 1000.0, self->identity())));
-  });
+  deadlines_.interrupt.async_wait(
+      [self = shared_from_this(), id = request_.id, grace](const asio::error_code& ec) {
+        if (ec || self->request_.id != id || !self->request_.handler) return;
+        self->condemn(
+            Error(ErrorKind::interrupted,
+                  fmt::format("{} did not stop within {:g} s of its interrupt; {} and its "
+                              "process group were killed",
+                              self->request_.what, grace.count() / 1000.0, self->identity())));
+      });
 }
 
 void Worker::handle_hello(const nlohmann::json& body) {
@@ -466,14 +468,15 @@ void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, 
   message["id"] = request_.id;
   if (timeout.count() > 0) {
     deadlines_.call.expires_after(timeout);
-    deadlines_.call.async_wait([self = shared_from_this(), id = request_.id, timeout](const asio::error_code& ec) {
-      if (ec || self->request_.id != id) return;
-      self->condemn(Error(ErrorKind::call_timeout,
-                          fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
-                                      "group were killed",
-                                      self->request_.what, timeout.count() / 1000.0,
-                                      self->identity())));
-    });
+    deadlines_.call.async_wait(
+        [self = shared_from_this(), id = request_.id, timeout](const asio::error_code& ec) {
+          if (ec || self->request_.id != id) return;
+          self->condemn(
+              Error(ErrorKind::call_timeout,
+                    fmt::format("{} exceeded its timeout of {:g} s; {} and its process "
+                                "group were killed",
+                                self->request_.what, timeout.count() / 1000.0, self->identity())));
+        });
   }
   send(main_, message, std::move(buffers));
 }
@@ -597,13 +600,14 @@ void Worker::end_escaped() const {
 
 Error Worker::death_error(const proc::ExitStatus& status) const {
   if (ending_.cause) {
-    return Error(ending_.cause->kind(), std::string(ending_.cause->what()) + stderr_tail(), ending_.cause->detail());
+    return Error(ending_.cause->kind(), std::string(ending_.cause->what()) + stderr_tail(),
+                 ending_.cause->detail());
   }
   if (ending_.expected) {
     return Error(ErrorKind::shutting_down, identity() + " was shut down (" + status.describe() + ")");
   }
   const std::string during = state_ == WorkerState::starting ? " before saying hello"
-                             : request_.handler                 ? " during " + request_.what
+                             : request_.handler              ? " during " + request_.what
                              : is_hibernation_state(state_) || state_ == WorkerState::asleep
                                  ? std::string(" while ") + worker_state_name(state_)
                                  : " while idle";
@@ -642,7 +646,8 @@ void Worker::on_process_exit() {
   // doing: that is no crash, and counts nothing towards the environment's back-off.
   const bool interrupted = ending_.cause && ending_.cause->kind() == ErrorKind::interrupted;
   const bool expected =
-      interrupted || (ending_.expected && (!ending_.cause || ending_.cause->kind() == ErrorKind::shutting_down));
+      interrupted ||
+      (ending_.expected && (!ending_.cause || ending_.cause->kind() == ErrorKind::shutting_down));
   spdlog::log(expected ? spdlog::level::info : spdlog::level::warn, "{} ended: {}", identity(),
               expected && !interrupted ? status.describe() : std::string(error.what()));
   if (events_.on_exit) events_.on_exit(ExitReport{status, expected, error.what()});
