@@ -57,7 +57,7 @@ test-tsan: setup
 # libFuzzer over what the host parses from peers (tests/fuzz): frames and control lines, each
 # for FUZZ_SECONDS from the corpus in the repo. New inputs and any crash go to a temporary
 # directory, named on failure; `make fuzz` runs ten minutes each.
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 45
 FUZZERS = frames request_line
 test-fuzz: setup
 	cmake -S tests/fuzz -B $(BUILD)-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
