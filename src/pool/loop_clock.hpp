@@ -66,7 +66,7 @@ class ManualClock final : public LoopClock {
   bool wait_for_alarm(std::chrono::steady_clock::duration within,
                       std::chrono::milliseconds limit = std::chrono::seconds(30));
 
-  // One alarm's state; the clock sees it weakly (alarm.cpp).
+  // One alarm's state; the clock sees it weakly (loop_clock.cpp).
   struct Armed {
     asio::io_context* io = nullptr;
     bool set = false;
