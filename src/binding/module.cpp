@@ -28,8 +28,6 @@ namespace py = pybind11;
 namespace isohost::binding {
 namespace {
 
-using isohost::Error;
-using isohost::ErrorKind;
 
 PyObject* core_error = nullptr;
 

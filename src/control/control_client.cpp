@@ -15,8 +15,6 @@ namespace isohost::control {
 
 nlohmann::json send_control_request(const std::string& socket_path, const nlohmann::json& request) {
   using asio::local::stream_protocol;
-  using isohost::Error;
-  using isohost::ErrorKind;
   asio::io_context io;
   stream_protocol::socket socket(io);
   asio::error_code ec;

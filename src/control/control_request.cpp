@@ -8,7 +8,6 @@
 namespace isohost::control {
 namespace {
 
-using isohost::Error;
 using pool::Request;
 
 // `metrics` is asked every second by each view (top, the page, a Prometheus scrape): its memory

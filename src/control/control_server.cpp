@@ -16,8 +16,6 @@ namespace isohost::control {
 namespace {
 
 using asio::local::stream_protocol;
-using isohost::Error;
-using isohost::ErrorKind;
 
 // Removes a socket file left by a host that died; refuses to touch anything else.
 void clear_stale_socket(const std::string& path) {

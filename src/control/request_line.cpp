@@ -9,8 +9,6 @@
 namespace isohost::control {
 namespace {
 
-using isohost::Error;
-using isohost::ErrorKind;
 
 Error bad_request(const std::string& message) { return Error(ErrorKind::bad_request, message); }
 

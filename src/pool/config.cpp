@@ -19,8 +19,6 @@
 namespace isohost::pool {
 namespace {
 
-using isohost::Error;
-using isohost::ErrorKind;
 
 Error config_error(const std::string& source, const toml::source_region& where,
                    const std::string& message) {

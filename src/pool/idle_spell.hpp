@@ -6,7 +6,6 @@
 // reap, reap, release").
 
 #include <chrono>
-
 #include <memory>
 
 #include <asio/io_context.hpp>

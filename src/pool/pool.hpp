@@ -51,8 +51,6 @@
 
 namespace isohost::pool {
 
-using isohost::Error;
-using isohost::ErrorKind;
 using worker::Outcome;
 
 // Whether a worker's runtime offers `sleep`, from its hello's capabilities (null while it has

@@ -11,7 +11,6 @@
 
 namespace isohost::pool {
 
-using isohost::Error;
 using worker::Outcome;
 using worker::Worker;
 using worker::WorkerState;

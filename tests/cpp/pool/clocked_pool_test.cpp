@@ -21,7 +21,6 @@ namespace isohost::pool {
 namespace {
 
 using namespace std::chrono_literals;
-using isohost::ErrorKind;
 using test_support::call_error;
 using test_support::eventually;
 

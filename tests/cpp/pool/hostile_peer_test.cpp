@@ -19,7 +19,6 @@
 namespace isohost::pool {
 namespace {
 
-using isohost::ErrorKind;
 using test_support::call_error;
 using test_support::fixture_config;
 using test_support::fixture_env;
