@@ -28,7 +28,6 @@ namespace py = pybind11;
 namespace isohost::binding {
 namespace {
 
-
 PyObject* core_error = nullptr;
 
 std::string dump(const nlohmann::json& value) {

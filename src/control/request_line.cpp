@@ -9,7 +9,6 @@
 namespace isohost::control {
 namespace {
 
-
 Error bad_request(const std::string& message) { return Error(ErrorKind::bad_request, message); }
 
 std::string required_string(const nlohmann::json& request, const char* key) {

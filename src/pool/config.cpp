@@ -19,7 +19,6 @@
 namespace isohost::pool {
 namespace {
 
-
 Error config_error(const std::string& source, const toml::source_region& where,
                    const std::string& message) {
   return Error(ErrorKind::config_error, source + ":" + std::to_string(where.begin.line) + ":" +
