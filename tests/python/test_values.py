@@ -70,6 +70,59 @@ def test_spares_go_back_to_their_sender_and_are_reused():
     assert fd_count() <= before
 
 
+def memfd_mappings():
+    with open("/proc/self/maps") as maps:
+        return sum("isohost-value" in line for line in maps)
+
+
+def give_back(peer):
+    """What the receiver's next value to `peer` carries back, accepted by the sender."""
+    with values.encode(b"", peer) as reply:
+        returned = [os.dup(fd) for fd in reply.fds]
+        values.decode(reply.description, returned)
+    return len(returned)
+
+
+def test_a_buffer_sent_again_is_read_through_the_mapping_kept_from_its_last_visit():
+    import ctypes
+    import gc
+
+    values.drop_spares()
+    before = memfd_mappings()
+    peer = object()
+    received = round_trip(memoryview(bytearray(b"a" * (2 * MIB))), peer)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(received))
+    received[:4] = b"cccc"  # the receiver writes to its own value: nobody else sees it
+    del received
+    gc.collect()
+    assert give_back(peer) == 1
+    again = round_trip(memoryview(bytearray(b"d" * (2 * MIB))), peer)  # rewrites the spare
+    assert ctypes.addressof(ctypes.c_char.from_buffer(again)) == address, "mapped anew"
+    assert bytes(again) == b"d" * (2 * MIB), "the kept mapping showed stale bytes"
+    del again
+    gc.collect()
+    values.drop_spares()
+    assert memfd_mappings() == before
+
+
+def test_kept_mappings_are_bounded_and_a_read_only_one_stays_read_only():
+    import gc
+
+    values.drop_spares()
+    before = memfd_mappings()
+    peer = object()
+    kept = []
+    for i in range(values.MAX_SPARES + 3):  # all alive at once: distinct memfds
+        kept.append(round_trip(memoryview(bytes([65 + i]) * (2 * MIB)), peer))
+    assert all(view.readonly for view in kept)
+    del kept
+    gc.collect()
+    assert len(values._spares_here()._received) == values.MAX_SPARES
+    assert memfd_mappings() - before == values.MAX_SPARES
+    values.drop_spares()
+    assert memfd_mappings() == before
+
+
 def test_spares_that_cannot_be_reused_are_closed():
     read_end, write_end = os.pipe()
     before = fd_count()
