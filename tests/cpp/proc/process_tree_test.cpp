@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
+#include "probe/probe_error.hpp"
+#include "probe/proc_stat.hpp"
 #include "proc/orphan_sweep.hpp"
 #include "proc/process_group.hpp"
 #include "proc/spawn.hpp"
@@ -71,13 +74,31 @@ pid_t run_and_read_pid(std::vector<std::string> argv, std::vector<std::string> e
 
 // A process outside this test's tree carrying ISOHOST_HOST_TAG=`tag`: a shell starts it with
 // setsid in the background and exits, so it is re-parented to init.
-pid_t start_escaped(const std::string& tag) {
+// A setsid()ed /bin/sleep with `tag` in its environment, held by a pidfd from the moment its pid
+// is known. Returns once it runs /bin/sleep (or has already been ended by another test's sweep):
+// until then it is the shell's fork or setsid, and in the instant of each exec /proc shows its
+// command line before its environment, so a sweep then could not tell its tag.
+std::unique_ptr<Held> start_escaped(const std::string& tag) {
   Child shell;
   const pid_t pid = run_and_read_pid(
       {"/bin/sh", "-c", "/usr/bin/setsid /bin/sleep 60 </dev/null >/dev/null 2>&1 & echo $!"},
       scrubbed_environment({{kHostTagVariable, tag}}), shell);
+  auto held = std::make_unique<Held>(pid);
   reap(shell.pidfd.get());
-  return pid;
+  const bool settled = isohost::test_support::eventually([&held] {
+    if (held->ends_within(0ms)) return true;
+    try {
+      const auto args = probe::process_cmdline(held->pid());
+      return !args.empty() && args[0] == "/bin/sleep" &&
+             probe::find_environment_value(probe::process_environment(held->pid()),
+                                           kHostTagVariable)
+                 .has_value();
+    } catch (const probe::ProbeError&) {
+      return false;
+    }
+  });
+  EXPECT_TRUE(settled) << "pid " << pid << " never ran /bin/sleep with its tag";
+  return held;
 }
 
 TEST(ProcessTree, KillTreeEndsASubreapersSetsidGrandchildAndTheLeader) {
@@ -111,19 +132,19 @@ TEST(ProcessTree, KillTreeEndsASubreapersSetsidGrandchildAndTheLeader) {
 }
 
 TEST(ProcessTree, EndEscapedEndsTaggedProcessesOutsideThisTreeOnly) {
-  const Held escaped(start_escaped(host_tag()));
-  const Held other_host(start_escaped("1:1"));
-  ASSERT_TRUE(escaped.valid() && other_host.valid());
+  const auto escaped = start_escaped(host_tag());
+  const auto other_host = start_escaped("1:1");
+  ASSERT_TRUE(escaped->valid() && other_host->valid());
   // One of this tree, with the same tag: a live worker's descendant is never touched.
   auto inside = spawn({.program = "/bin/sleep",
                        .argv = {"/bin/sleep", "60"},
                        .env = scrubbed_environment({{kHostTagVariable, host_tag()}}),
                        .death_signal = 0});
   const auto ended = end_escaped(host_tag());
-  EXPECT_THAT(ended, Contains(escaped.pid()));
+  EXPECT_THAT(ended, Contains(escaped->pid()));
   EXPECT_THAT(ended, Not(Contains(inside.pid)));
-  EXPECT_THAT(ended, Not(Contains(other_host.pid())));
-  EXPECT_TRUE(escaped.ends_within(5s));
+  EXPECT_THAT(ended, Not(Contains(other_host->pid())));
+  EXPECT_TRUE(escaped->ends_within(5s));
   EXPECT_TRUE(isohost::test_support::process_alive(inside.pid));
   ::kill(inside.pid, SIGKILL);
   reap(inside.pidfd.get());
@@ -131,15 +152,15 @@ TEST(ProcessTree, EndEscapedEndsTaggedProcessesOutsideThisTreeOnly) {
 
 TEST(OrphanSweep, EndsWhatTheWorkersOfADeadHostLeftOutsideTheirGroup) {
   // Pid 1's start time is not 1, so "1:1" names a host that is gone.
-  const Held orphan(start_escaped("1:1"));
-  const Held ours(start_escaped(host_tag()));
-  ASSERT_TRUE(orphan.valid() && ours.valid());
+  const auto orphan = start_escaped("1:1");
+  const auto ours = start_escaped(host_tag());
+  ASSERT_TRUE(orphan->valid() && ours->valid());
   const auto swept = sweep_orphans();
-  EXPECT_THAT(swept.escaped, Not(Contains(ours.pid())));
-  EXPECT_THAT(swept.workers, Not(Contains(orphan.pid()))) << "not a worker: its command line";
+  EXPECT_THAT(swept.escaped, Not(Contains(ours->pid())));
+  EXPECT_THAT(swept.workers, Not(Contains(orphan->pid()))) << "not a worker: its command line";
   // Another test's pool may sweep it first; either way it must end.
-  EXPECT_TRUE(orphan.ends_within(5s)) << "a dead host's escaped process survived the sweep";
-  EXPECT_FALSE(ours.ends_within(0ms)) << "this live host's was ended";
+  EXPECT_TRUE(orphan->ends_within(5s)) << "a dead host's escaped process survived the sweep";
+  EXPECT_FALSE(ours->ends_within(0ms)) << "this live host's was ended";
 }
 
 }  // namespace
