@@ -1,8 +1,5 @@
 #pragma once
 
-// A request's result as its caller hears it: a JSON value, a pickled value and its buffers, or
-// an Error.
-
 #include <optional>
 
 #include <nlohmann/json.hpp>

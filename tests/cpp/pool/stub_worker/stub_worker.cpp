@@ -1,6 +1,6 @@
 // A worker that is not Python: it speaks the protocol (docs/protocol.md) the simplest way that
-// is right, so that the pool's timers, back-off and admission are driven through real processes
-// and sockets in a few milliseconds a start (pool_clock_test.cpp). The host starts it as an
+// is right, so that the pool's timers and back-off are driven through real processes and
+// sockets in a few milliseconds a start (clocked_pool_test.cpp). The host starts it as an
 // environment's interpreter, with the worker's usual arguments: it reads `--env NAME` and
 // ignores the rest.
 //
