@@ -600,7 +600,7 @@ def _map(fd, entry, readonly, what, peer):
         if on_unmap is not None:
             memory = spares.map_received(fd, os.fstat(fd), readonly, peer, on_unmap)
         else:
-            memory = _map_memory(fd, size, readonly, None)
+            memory = _map_memory(fd, size, readonly)
     except BaseException:
         if on_unmap is not None:
             on_unmap()
@@ -623,14 +623,14 @@ def _libc():
     return libc
 
 
-def _map_memory(fd, size, readonly, on_unmap):
-    """A ctypes array over a new mapping of `fd`, unmapped (then `on_unmap()`) when the array
-    is collected. Not Python's mmap, which keeps a duplicate of the descriptor for as long as
+def _map_memory(fd, size, readonly):
+    """A ctypes array over a new mapping of `fd` (read-only, or private copy-on-write), unmapped
+    when the array is collected. Not Python's mmap, which keeps a duplicate of the descriptor for as long as
     the mapping lives: a host holding thousands of received arrays would run out of
     descriptors. Every object that uses the memory holds the array, through the buffer it
     exports."""
     address = _mmap(fd, size, readonly, shared=readonly)
-    return _memory_at(address, size, functools.partial(_unmap, address, size, on_unmap))
+    return _memory_at(address, size, functools.partial(_unmap, address, size, None))
 
 
 def _mmap(fd, size, readonly, shared):
