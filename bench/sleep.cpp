@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "benchmarks.hpp"
 #include "elapsed.hpp"
@@ -83,13 +86,38 @@ struct Trip {
   double out_ms = 0;
   double in_ms = 0;
   double bytes = 0;  // what the sleep moved, as the worker counted it
+  nlohmann::json out_receipt, in_receipt;
 };
+
+// The receipts' parts in ms, by name ("sleep find", "wake copy", ...), over a size's rounds.
+using Parts = std::map<std::string, std::vector<double>>;
+
+void add_parts(Parts& parts, const Trip& trip) {
+  for (const char* part : {"find", "copy", "free"}) {
+    parts[std::string("sleep ") + part].push_back(
+        1000.0 * number_or(trip.out_receipt, (std::string(part) + "_seconds").c_str(), 0));
+  }
+  for (const char* part : {"grow", "copy"}) {
+    parts[std::string("wake ") + part].push_back(
+        1000.0 * number_or(trip.in_receipt, (std::string(part) + "_seconds").c_str(), 0));
+  }
+}
+
+// Where the worker's time went (its receipts' medians), so that a figure that misses its
+// target says which part to look at.
+void print_parts(Parts& parts, std::uint64_t gib) {
+  std::cerr << "bench sleep: " << gib << " GiB, the worker's parts (median ms):";
+  for (auto& [name, samples] : parts) {
+    std::cerr << fmt::format(" {} {:.1f};", name, summarize(name, "ms", samples).median);
+  }
+  std::cerr << "\n";
+}
 
 // One sleep and one wake through the pool, each timed as its caller waits.
 Trip sleep_round_trip(pool::Pool& pool, std::uint64_t held) {
   auto start = Clock::now();
   const auto out = pool.submit({pool::Request::Kind::sleep, kEnv}).get();
-  Trip trip{.out_ms = elapsed<std::milli>(start)};
+  Trip trip{.out_ms = elapsed<std::milli>(start), .out_receipt = out};
   if (!out.value("asleep", false)) {
     throw std::runtime_error("bench sleep: the worker did not sleep: " +
                              out.value("reason", out.dump()));
@@ -100,6 +128,7 @@ Trip sleep_round_trip(pool::Pool& pool, std::uint64_t held) {
   const auto in = pool.submit({pool::Request::Kind::wake, kEnv}).get();
   trip.in_ms = elapsed<std::milli>(start);
   if (!in.value("woken", false)) throw std::runtime_error("bench sleep: wake: " + in.dump());
+  trip.in_receipt = in;
   return trip;
 }
 
@@ -119,14 +148,17 @@ std::vector<Figure> bench_sleep(const BenchOptions& options) {
     const std::uint64_t held = gib << 30;
     const auto expected = fresh_model(pool, held);
     std::vector<double> out_per_gib, in_per_gib;
+    Parts parts;
     for (int i = 0; i < rounds; ++i) {
       const auto trip = sleep_round_trip(pool, held);
+      add_parts(parts, trip);
       check_intact(
           pool, expected,
           "after sleep and wake " + std::to_string(i + 1) + " of " + std::to_string(gib) + " GiB");
       out_per_gib.push_back(trip.out_ms / (trip.bytes / kGiB));
       in_per_gib.push_back(trip.in_ms / (trip.bytes / kGiB));
     }
+    print_parts(parts, gib);
     const auto size = std::to_string(gib) + "GiB";
     figures.push_back(
         with_limit(summarize("sleep.out_per_GiB_" + size, "ms", out_per_gib), d2h, kD2hLimit));

@@ -8,12 +8,13 @@ then, never at values.
 """
 
 import gc
+import threading
 import warnings
 
 import pytest
 import torch
 
-from isohost_worker import sleep
+from isohost_worker import populate, sleep
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -111,13 +112,16 @@ def test_every_holder_comes_back_with_the_same_values_and_objects():
 def test_receipt_fields():
     receipt = sleep.sleep_storages("cpu")
     assert set(receipt) == {"asleep", "bytes", "storages", "left_on_card", "reserved_before",
-                            "reserved_after", "seconds", "copy_seconds", "staging_bytes"}
+                            "reserved_after", "seconds", "find_seconds", "copy_seconds",
+                            "free_seconds", "staging_bytes"}
     assert set(receipt["left_on_card"]) == {"storages", "bytes", "reasons"}
     assert receipt["reserved_before"] is None and receipt["reserved_after"] is None
-    assert 0 <= receipt["copy_seconds"] <= receipt["seconds"]
+    parts = [receipt[k] for k in ("find_seconds", "copy_seconds", "free_seconds")]
+    assert all(p >= 0 for p in parts) and sum(parts) <= receipt["seconds"]
     assert receipt["staging_bytes"] == 2 * sleep.DEFAULT_STAGING_MIB * MIB
     woken = sleep.wake_storages()
-    assert set(woken) == {"woken", "bytes", "storages", "seconds", "copy_seconds"}
+    assert set(woken) == {"woken", "bytes", "storages", "seconds", "grow_seconds", "copy_seconds"}
+    assert woken["grow_seconds"] + woken["copy_seconds"] <= woken["seconds"]
 
 
 def test_shared_storage_is_moved_once():
@@ -380,6 +384,25 @@ def test_staging_chunk_from_the_environment(monkeypatch):
         with pytest.raises(ValueError, match="ISOHOST_SLEEP_STAGING_MIB=%r" % bad):
             sleep.sleep_storages("cpu")
         assert not sleep.is_asleep()
+
+
+@pytest.mark.parametrize("threads", ["0", "1", "3"])
+def test_faulting_ahead_or_not_brings_the_same_bytes_back(monkeypatch, threads):
+    monkeypatch.setenv(populate.THREADS_ENV, threads)
+    tensors = [torch.randint(0, 256, (n,), dtype=torch.uint8) for n in (5000, 3 * MIB + 1, 100003)]
+    expected = _snapshot(tensors)
+    assert sleep.sleep_storages("cpu", chunk_bytes=MIB)["asleep"] is True
+    assert [t for t in threading.enumerate() if t.name.startswith("isohost-populate-")] == []
+    sleep.wake_storages()
+    _assert_equal(tensors, expected)
+
+
+def test_a_bad_thread_count_fails_the_sleep_before_it_starts(monkeypatch):
+    monkeypatch.setenv(populate.THREADS_ENV, "many")
+    tensor = torch.randn(100)
+    with pytest.raises(ValueError, match="ISOHOST_SLEEP_POPULATE_THREADS='many'"):
+        sleep.sleep_storages("cpu")
+    assert not sleep.is_asleep() and tensor.untyped_storage().nbytes() == 400
 
 
 def test_other_device_types_are_refused():

@@ -1,0 +1,169 @@
+"""Where a sleep's time goes, device to host, and what makes it shorter (issue 14, the out
+figure): one process, torch, a model of 1, 4 and 16 GiB made by isohost_worker.stages, its
+storages found and copied by isohost_worker.sleep's own code into a host buffer prepared in
+several ways, each timed beside the pinned copy measured in the same run.
+
+  python3 bench/gpu/sleep_out_probe.py [RUNTIME_DIR]   (RUNTIME_DIR: .gpu/python by default)
+
+Ways of preparing the host buffer (a fresh anonymous mapping each time, huge pages advised):
+  fresh        as sleep does today: the copy into it faults and zeroes each page
+  populate_1   MADV_POPULATE_WRITE over the whole buffer by one thread, then the copy
+  populate_N   the same by N threads, each a slice, all joined before the copy
+  ahead_N      sleep's own: N threads populating chunk by chunk ahead of the copy, which waits
+               for each (isohost_worker.populate)
+  warm         a buffer already faulted in (what the copy alone costs)
+"""
+
+import ctypes
+import gc
+import itertools
+import mmap
+import os
+import sys
+import threading
+import time
+
+RUNTIME = sys.argv[1] if len(sys.argv) > 1 else ".gpu/python"
+sys.path.insert(0, RUNTIME)
+
+import torch  # noqa: E402
+
+from isohost_worker import sleep, stages  # noqa: E402
+
+GIB = 1 << 30
+# "cpu" only to try the probe on a machine without a GPU (the CPU stand-in of sleep's tests).
+DEVICE = os.environ.get("PROBE_DEVICE", "cuda")
+SIZES = [int(g) for g in os.environ.get("PROBE_GIB", "1,4,16").split(",")]
+MADV_POPULATE_WRITE = 23
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def populate(address, length):
+    # ctypes releases the GIL for the call: threads populate in parallel.
+    if _libc.madvise(address, length, MADV_POPULATE_WRITE) != 0:
+        raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE)")
+
+
+class Host:
+    def __init__(self, nbytes):
+        self.map = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.map.madvise(mmap.MADV_HUGEPAGE)
+        self.tensor = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.address = self.tensor.data_ptr()
+        self.nbytes = nbytes
+
+    def ready(self, start, length):
+        pass  # what sleep's own buffer does when nothing faults ahead
+
+    def close(self):
+        self.tensor = None
+        self.map.close()
+
+
+def populate_parallel(host, threads):
+    step = (host.nbytes + threads - 1) // threads
+    step = (step + (2 << 20) - 1) // (2 << 20) * (2 << 20)
+    workers = [threading.Thread(target=populate, args=(host.address + i, min(step, host.nbytes - i)))
+               for i in range(0, host.nbytes, step)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def copy_out(groups, host, staging):
+    for group in groups:
+        sleep._copy_out(torch, group, host, staging)
+
+
+def fast_find_objects():
+    """The live objects whose type is a tensor, a storage or a graph, picked at C speed."""
+    objects = gc.get_objects()
+    wanted = {t for t in set(map(type, objects))
+              if sleep._kind(torch, t, sleep._graph_types(torch)) != sleep._OTHER}
+    return list(itertools.compress(objects, map(wanted.__contains__, map(type, objects)))), len(objects)
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def one_way(way, groups, nbytes, staging, warm):
+    """Seconds to prepare and copy into a host buffer prepared `way`, and the parts."""
+    parts = {}
+    if way == "warm":
+        host = warm
+    elif way.startswith("ahead_"):
+        parts["map"], host = timed(lambda: sleep._HostBuffer(torch, nbytes))
+    else:
+        parts["map"], host = timed(lambda: Host(nbytes))
+    start = time.perf_counter()
+    if way == "populate_1":
+        parts["populate"], _ = timed(lambda: populate(host.address, nbytes))
+    elif way.startswith("populate_"):
+        parts["populate"], _ = timed(lambda: populate_parallel(host, int(way.split("_")[1])))
+    elif way.startswith("ahead_"):
+        host.populate_ahead(staging.chunk, int(way.split("_")[1]))
+    parts["copy"], _ = timed(lambda: copy_out(groups, host, staging))
+    if way.startswith("ahead_"):
+        host.stop_populating()
+    total = time.perf_counter() - start + parts.get("map", 0.0)
+    if host is not warm:
+        host.close()
+    return total, parts
+
+
+def main():
+    print("# sleep out probe: torch", torch.__version__, "threads", torch.get_num_threads(),
+          "cpus", os.cpu_count())
+    for name in ("enabled", "defrag"):
+        with open("/sys/kernel/mm/transparent_hugepage/" + name) as f:
+            print("# thp", name, f.read().strip())
+    if DEVICE == "cuda":
+        torch.cuda.init()
+        pinned = stages.pinned_copy_ms_per_gib(GIB)
+    else:
+        pinned = {"d2h": 1.0, "h2d": 1.0}
+    print("# pinned copy ms/GiB: d2h %.2f h2d %.2f" % (pinned["d2h"], pinned["h2d"]))
+    ways = ["fresh", "populate_1", "populate_8", "ahead_1", "ahead_2", "ahead_4", "ahead_8",
+            "warm"]
+    for gib in SIZES:
+        nbytes_model = gib * GIB
+        stages.hold_model(nbytes_model, device=DEVICE)
+        gc.collect()
+        t_find, found = timed(lambda: sleep._find(torch, DEVICE, set()))
+        t_fast, (picked, total_objects) = timed(fast_find_objects)
+        t_objects, _ = timed(gc.get_objects)
+        print("\n## %d GiB: %d storages; gc objects %d; find %.1f ms; C-speed pick %.1f ms (%d "
+              "objects), of which gc.get_objects %.1f ms" % (
+                  gib, len(found.storages), total_objects, t_find * 1e3, t_fast * 1e3,
+                  len(picked), t_objects * 1e3))
+        del picked
+        for chunk_mib in (64, 256):
+            staging = sleep._staging_for(torch, DEVICE, chunk_mib << 20)
+            groups = sleep._layout(found.storages)
+            nbytes = groups[-1].end
+            warm = Host(nbytes)
+            populate(warm.address, nbytes)
+            for way in ways:
+                runs = [one_way(way, groups, nbytes, staging, warm) for _ in range(2)]
+                best = min(runs, key=lambda r: r[0])
+                per_gib = best[0] * 1e3 / (nbytes / GIB)
+                print("%-11s chunk %3d MiB  %7.1f ms/GiB  %5.2fx pinned   %s" % (
+                    way, chunk_mib, per_gib, per_gib / pinned["d2h"],
+                    " ".join("%s %.1f ms" % (k, v * 1e3) for k, v in best[1].items())))
+                sys.stdout.flush()
+            warm.close()
+        t_sync, _ = timed(torch.cuda.synchronize if DEVICE == "cuda" else lambda: None)
+        stages.drop_model()
+        del found, groups
+        gc.collect()
+        t_empty, _ = timed(lambda: sleep._empty_cache(DEVICE))
+        print("synchronize %.2f ms, empty_cache %.1f ms" % (t_sync * 1e3, t_empty * 1e3))
+
+
+if __name__ == "__main__":
+    main()
