@@ -7,6 +7,7 @@ several ways, each timed beside the pinned copy measured in the same run.
 
 Ways of preparing the host buffer (a fresh anonymous mapping each time, huge pages advised):
   fresh        as sleep does today: the copy into it faults and zeroes each page
+  small_pages  the same without MADV_HUGEPAGE (4 KiB faults, but no compaction for huge pages)
   populate_1   MADV_POPULATE_WRITE over the whole buffer by one thread, then the copy
   populate_N   the same by N threads, each a slice, all joined before the copy
   ahead_N      sleep's own: N threads populating chunk by chunk ahead of the copy, which waits
@@ -46,9 +47,10 @@ def populate(address, length):
 
 
 class Host:
-    def __init__(self, nbytes):
+    def __init__(self, nbytes, huge=True):
         self.map = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        self.map.madvise(mmap.MADV_HUGEPAGE)
+        if huge:
+            self.map.madvise(mmap.MADV_HUGEPAGE)
         self.tensor = torch.frombuffer(self.map, dtype=torch.uint8)
         self.address = self.tensor.data_ptr()
         self.nbytes = nbytes
@@ -85,6 +87,20 @@ def fast_find_objects():
     return list(itertools.compress(objects, map(wanted.__contains__, map(type, objects)))), len(objects)
 
 
+VMSTAT = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall")
+
+
+def vmstat():
+    """The kernel's counters of huge-page faults and compaction stalls (/proc/vmstat)."""
+    values = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name in VMSTAT:
+                values[name] = int(value)
+    return values
+
+
 def timed(fn):
     start = time.perf_counter()
     value = fn()
@@ -99,7 +115,7 @@ def one_way(way, groups, nbytes, staging, warm):
     elif way.startswith("ahead_"):
         parts["map"], host = timed(lambda: sleep._HostBuffer(torch, nbytes))
     else:
-        parts["map"], host = timed(lambda: Host(nbytes))
+        parts["map"], host = timed(lambda: Host(nbytes, huge=way != "small_pages"))
     start = time.perf_counter()
     if way == "populate_1":
         parts["populate"], _ = timed(lambda: populate(host.address, nbytes))
@@ -128,7 +144,7 @@ def main():
     else:
         pinned = {"d2h": 1.0, "h2d": 1.0}
     print("# pinned copy ms/GiB: d2h %.2f h2d %.2f" % (pinned["d2h"], pinned["h2d"]))
-    ways = ["fresh", "populate_1", "populate_8", "ahead_1", "ahead_2", "ahead_4", "ahead_8",
+    ways = ["fresh", "small_pages", "populate_1", "populate_8", "ahead_1", "ahead_2", "ahead_4", "ahead_8",
             "warm"]
     for gib in SIZES:
         nbytes_model = gib * GIB
@@ -148,13 +164,17 @@ def main():
             nbytes = groups[-1].end
             warm = Host(nbytes)
             populate(warm.address, nbytes)
+            one_way("fresh", groups, nbytes, staging, warm)  # a first copy, not counted
             for way in ways:
+                before = vmstat()
                 runs = [one_way(way, groups, nbytes, staging, warm) for _ in range(2)]
+                after = vmstat()
                 best = min(runs, key=lambda r: r[0])
                 per_gib = best[0] * 1e3 / (nbytes / GIB)
-                print("%-11s chunk %3d MiB  %7.1f ms/GiB  %5.2fx pinned   %s" % (
+                print("%-11s chunk %3d MiB  %7.1f ms/GiB  %5.2fx pinned   %s   (%s)" % (
                     way, chunk_mib, per_gib, per_gib / pinned["d2h"],
-                    " ".join("%s %.1f ms" % (k, v * 1e3) for k, v in best[1].items())))
+                    " ".join("%s %.1f ms" % (k, v * 1e3) for k, v in best[1].items()),
+                    " ".join("%s +%d" % (k, after.get(k, 0) - before.get(k, 0)) for k in VMSTAT)))
                 sys.stdout.flush()
             warm.close()
         t_sync, _ = timed(torch.cuda.synchronize if DEVICE == "cuda" else lambda: None)

@@ -1,8 +1,8 @@
-"""Fresh memory faulted in ahead of the copy that fills it (docs/sleep.md, "Device to host").
+"""Fresh memory faulted in ahead of the copy that fills it (docs/sleep.md, "Faulting ahead").
 
 The kernel gives a fresh anonymous mapping its pages on first write, each one faulted and
-zeroed; sleep's copy into such a mapping ran at a third of the bus's speed for that alone, the
-zeroing done in line, between the device's copies. Here threads ask the kernel to fault the
+zeroed in line with the copy that writes it: on the H200 a sleep's copy out (into fresh memory)
+took 51 ms/GiB where its copy in (from memory already there) took 24. Here threads ask the kernel to fault the
 mapping in (`MADV_POPULATE_WRITE`, Linux 5.14) a chunk at a time, in the order the copy goes,
 and the copy waits only for the chunk it is about to fill: the zeroing runs beside the device's
 copies. Where the kernel cannot (older than 5.14, or out of memory), the threads stop and the
@@ -22,22 +22,22 @@ _MADV_POPULATE_WRITE = 23  # <sys/mman.h>; Python's mmap module does not name it
 _madvise = None
 
 
-def threads_wanted(cpus=None):
-    """How many threads fault ahead: $ISOHOST_SLEEP_POPULATE_THREADS (0: none), else a quarter
-    of the CPUs, at least 1 and at most 4, leaving the rest to torch's copies."""
+def threads_wanted():
+    """How many threads fault ahead: $ISOHOST_SLEEP_POPULATE_THREADS, 0 (none) by default.
+    Off until it is measured where it can pay: on the CPU machine, with no device copies to
+    hide the zeroing behind, a sleep's copy ran no faster with it (bench/gpu/sleep_out_probe.py
+    measures both ways beside the pinned copy on the GPU machine)."""
     raw = os.environ.get(THREADS_ENV, "").strip()
-    if raw:
-        try:
-            threads = int(raw)
-        except ValueError:
-            threads = -1
-        if threads < 0:
-            raise ValueError("%s=%r: the number of threads that fault a sleep's host buffer in "
-                             "must be a whole number, 0 for none" % (THREADS_ENV, raw))
-        return threads
-    if cpus is None:
-        cpus = os.cpu_count() or 1
-    return max(1, min(4, cpus // 4))
+    if not raw:
+        return 0
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = -1
+    if threads < 0:
+        raise ValueError("%s=%r: the number of threads that fault a sleep's host buffer in must "
+                         "be a whole number, 0 for none" % (THREADS_ENV, raw))
+    return threads
 
 
 def _libc_madvise():
