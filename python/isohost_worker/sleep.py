@@ -144,7 +144,7 @@ def sleep_storages(device_type="cuda", chunk_bytes=None):
     free_started = time.monotonic()
     _free(state)
     _asleep = state
-    return {
+    receipt = {
         "asleep": True,
         "bytes": state.nbytes,
         "storages": state.count,
@@ -159,6 +159,9 @@ def sleep_storages(device_type="cuda", chunk_bytes=None):
         "free_seconds": time.monotonic() - free_started,
         "staging_bytes": staging.nbytes,
     }
+    if populate_threads:
+        receipt["populate"] = {"threads": populate_threads, "stopped_because": host.populate_stopped}
+    return receipt
 
 
 def wake_storages():
@@ -448,6 +451,8 @@ class _HostBuffer:
         self.nbytes = nbytes
         self._map = None
         self._populator = None
+        # Why the kernel would not fault the buffer in ahead (an errno's words), or None.
+        self.populate_stopped = None
         if nbytes == 0:
             self.tensor = torch.empty(0, dtype=torch.uint8)
             return
@@ -476,6 +481,8 @@ class _HostBuffer:
     def stop_populating(self):
         if self._populator is not None:
             self._populator.close()
+            if self._populator.stopped_because is not None:
+                self.populate_stopped = self._populator.stopped_because
             self._populator = None
 
     def close(self):

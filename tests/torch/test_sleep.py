@@ -7,7 +7,9 @@ stand-in. While asleep a tensor has no memory behind it: these tests only look a
 then, never at values.
 """
 
+import errno
 import gc
+import os
 import threading
 import warnings
 
@@ -391,10 +393,26 @@ def test_faulting_ahead_or_not_brings_the_same_bytes_back(monkeypatch, threads):
     monkeypatch.setenv(populate.THREADS_ENV, threads)
     tensors = [torch.randint(0, 256, (n,), dtype=torch.uint8) for n in (5000, 3 * MIB + 1, 100003)]
     expected = _snapshot(tensors)
-    assert sleep.sleep_storages("cpu", chunk_bytes=MIB)["asleep"] is True
+    receipt = sleep.sleep_storages("cpu", chunk_bytes=MIB)
+    assert receipt["asleep"] is True
+    if threads == "0":
+        assert "populate" not in receipt
+    else:
+        assert receipt["populate"] == {"threads": int(threads), "stopped_because": None}
     assert [t for t in threading.enumerate() if t.name.startswith("isohost-populate-")] == []
     sleep.wake_storages()
     _assert_equal(tensors, expected)
+
+
+def test_a_kernel_that_will_not_fault_ahead_is_named_in_the_receipt(monkeypatch):
+    monkeypatch.setenv(populate.THREADS_ENV, "2")
+    monkeypatch.setattr(populate, "_MADV_POPULATE_WRITE", -1)  # advice no kernel knows: EINVAL
+    tensor = torch.randint(0, 256, (3 * MIB,), dtype=torch.uint8)
+    expected = _snapshot([tensor])
+    receipt = sleep.sleep_storages("cpu", chunk_bytes=MIB)
+    assert receipt["populate"] == {"threads": 2, "stopped_because": os.strerror(errno.EINVAL)}
+    sleep.wake_storages()
+    _assert_equal([tensor], expected)
 
 
 def test_a_bad_thread_count_fails_the_sleep_before_it_starts(monkeypatch):
