@@ -89,9 +89,13 @@ void Pool::put_to_sleep(Slot& slot, Handler done) {
                fold_transfer(measured_rates_.sleep_out, record.bytes, record.seconds);
                spdlog::info(
                    "{} is asleep: {:.0f} MiB in {} storages moved into its host RAM in {:.3f} s "
-                   "({:.0f} MiB left on the card)",
+                   "(found in {:.3f}, copied in {:.3f}, freed in {:.3f}; {:.0f} MiB left on the "
+                   "card)",
                    w->identity(), static_cast<double>(record.bytes) / 1048576.0, record.storages,
-                   record.seconds, static_cast<double>(record.left_on_card) / 1048576.0);
+                   record.seconds, receipt_figure<double>(receipt, "find_seconds", 0),
+                   receipt_figure<double>(receipt, "copy_seconds", 0),
+                   receipt_figure<double>(receipt, "free_seconds", 0),
+                   static_cast<double>(record.left_on_card) / 1048576.0);
                done(std::move(outcome));
              });
 }
