@@ -8,12 +8,13 @@ class has them, and the worker answers them; VALIDATE_INPUTS keeps the real one'
 names, since ComfyUI passes only the inputs it names."""
 
 import keyword
+import logging
 
 import comfy.model_management
 
 import isohost
 
-from . import errors, objects
+from . import errors, objects, worker_settings
 from .models import refuse_model_inputs
 
 # Attributes copied from the description as they are, and those ComfyUI expects as tuples.
@@ -21,6 +22,7 @@ _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED
           "EXPERIMENTAL", "API_NODE", "SEARCH_ALIASES", "NOT_IDEMPOTENT")
 _TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
 _WORKER = "isohost_comfy_worker.nodes:"
+_log = logging.getLogger("isohost")
 
 
 class Runner:
@@ -33,17 +35,34 @@ class Runner:
         self.worker_settings = worker_settings
         self.grace = interrupt_grace_seconds
         self.live_nodes = objects.LiveNodes()
+        # {env: True} once its worker answered a call that carried the settings whole: calls
+        # then carry their key alone (the whole settings cost a 2-core machine 0.2 ms a call
+        # to check and encode). A worker that lacks them (a new one, after a reap the runner
+        # did not see) raises SettingsNeeded, and the call goes again with them.
+        self._settled = {}
 
     def call(self, env, node, function, *args, **kwargs):
         try:
             return self._call(env, node, function, *args, **kwargs)
         except BaseException:
             self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
+            self._settled.pop(env, None)
             raise
 
     def _call(self, env, node, function, *args, **kwargs):
-        call = self.host.start(env, _WORKER + function, *args, self.worker_settings[env],
-                               **kwargs)
+        settings = self.worker_settings[env]
+        whole = not self._settled.get(env)
+        try:
+            result = self._run(env, node, function, args, kwargs,
+                               settings if whole else worker_settings.reference(settings))
+        except _SettingsNeeded:
+            _log.info("isohost: environment '%s' has a new worker; its settings go again", env)
+            result = self._run(env, node, function, args, kwargs, settings)
+        self._settled[env] = True
+        return result
+
+    def _run(self, env, node, function, args, kwargs, settings):
+        call = self.host.start(env, _WORKER + function, *args, settings, **kwargs)
         interrupted = False
         while True:
             try:
@@ -59,9 +78,18 @@ class Runner:
             except isohost.WorkerException as e:
                 if _is_interrupt(e.type_name):
                     _raise_interrupted()
+                if e.type_name == _SETTINGS_NEEDED:
+                    raise _SettingsNeeded() from None
                 raise errors.node_error(e, node, env) from None
             except isohost.Error as e:
                 raise errors.node_error(e, node, env) from None
+
+
+_SETTINGS_NEEDED = "isohost_comfy_worker.comfy_env.SettingsNeeded"
+
+
+class _SettingsNeeded(Exception):
+    """The worker had only the settings' key and has not applied them."""
 
 
 def _is_interrupt(type_name):

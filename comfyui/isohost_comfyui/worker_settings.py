@@ -1,6 +1,10 @@
 """What a worker needs of the host's ComfyUI to behave like it (isohost_comfy_worker.comfy_env):
-its command-line state, its directories, and the GPU the worker is pinned to. Sent with every
-call; a worker applies it once."""
+its command-line state, its directories, and the GPU the worker is pinned to. A worker applies
+them once; the stand-ins send them whole to a worker that has not had them and their `key`
+alone after that (standins.Runner)."""
+
+import hashlib
+import json
 
 import folder_paths
 
@@ -26,8 +30,20 @@ def worker_settings(envs):
     folders["folder_names_and_paths"] = {
         name: [list(paths), sorted(extensions)]
         for name, (paths, extensions) in folder_paths.folder_names_and_paths.items()}
-    return {name: {"args": values, "folders": folders, "device": env.get("device")}
+    return {name: _keyed({"args": values, "folders": folders, "device": env.get("device")})
             for name, env in envs.items()}
+
+
+def reference(settings):
+    """What a call carries in place of `settings` once the worker has them: their key."""
+    return {"key": settings["key"]}
+
+
+def _keyed(settings):
+    # The digest of what they say: a worker tells a reference to its own settings from one to
+    # another ComfyUI's, and a new worker from one that has them.
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return dict(settings, key=hashlib.sha256(text.encode("utf-8")).hexdigest()[:32])
 
 
 def _is_plain(value):

@@ -1,14 +1,14 @@
 """ComfyUI inside a worker, as the host's ComfyUI sees itself (docs/comfyui.md, "Inside the
 worker").
 
-The host sends its settings once per worker (`prepare`): its command-line state that changes
-behaviour (--cpu, the VRAM modes), its model, input, output and temp directories, and the GPU
-this worker is pinned to. Before any pack is imported, the worker applies them to
-`comfy.cli_args.args` (so comfy.model_management starts as the host's did) and to
-`folder_paths`, installs a stand-in `server` module whose PromptServer passes messages to the
-host, routes ComfyUI's progress bar to the host (isohost_worker.ask: the host's own hook sends
-the websocket event and says when the prompt was interrupted), and asks the host before a model
-load (memory.py).
+The host sends its settings whole to a worker that has not had them, and their key alone after
+that (`prepare`): its command-line state that changes behaviour (--cpu, the VRAM modes), its
+model, input, output and temp directories, and the GPU this worker is pinned to. Before any
+pack is imported, the worker applies them to `comfy.cli_args.args` (so comfy.model_management
+starts as the host's did) and to `folder_paths`, installs a stand-in `server` module whose
+PromptServer passes messages to the host, routes ComfyUI's progress bar to the host
+(isohost_worker.ask: the host's own hook sends the websocket event and says when the prompt was
+interrupted), and asks the host before a model load (memory.py).
 """
 
 import logging
@@ -20,14 +20,25 @@ import isohost_worker
 _prepared = None
 
 
+class SettingsNeeded(RuntimeError):
+    """The host sent its settings' key alone, and this worker has not had them (it is new since
+    the host last sent them whole): the host sends the call again with them."""
+
+
 def prepare(settings):
     """Apply the host's `settings` once per worker process; a second call with the same
-    settings does nothing, one with others is refused (one worker serves one ComfyUI)."""
+    settings, or with their key alone ({"key": ...}), does nothing, one with others is refused
+    (one worker serves one ComfyUI)."""
     global _prepared
+    reference = set(settings) == {"key"}
     if _prepared is not None:
-        if _prepared != settings:
+        same = (settings["key"] == _prepared.get("key")) if reference else _prepared == settings
+        if not same:
             raise RuntimeError("this worker was prepared for another ComfyUI")
         return
+    if reference:
+        raise SettingsNeeded("this worker has not had the host's settings yet (key %s)"
+                             % settings["key"])
     _apply_args(settings.get("args") or {})
     _apply_folders(settings.get("folders") or {})
     _install_server()

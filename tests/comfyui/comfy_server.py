@@ -112,6 +112,11 @@ class ComfyServer:
                                        % (timeout, what, self.log_tail()))
                 self._changed.wait(left)
 
+    def wait_for_log(self, *texts, timeout=PROMPT_TIMEOUT):
+        """Block until one line of the server's output holds every one of `texts`."""
+        self._wait_for(lambda: any(all(t in line for t in texts) for line in self.log), timeout,
+                       "a log line with %s" % " and ".join(map(repr, texts)))
+
     def log_tail(self, lines=60):
         return "\n".join(self.log[-lines:])
 

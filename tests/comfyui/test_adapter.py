@@ -3,6 +3,8 @@ state per node id, validation, models that must not cross, packs that fail alone
 cache. Nodes from tests/comfyui/packs, isolated in the pack environment (numpy 1.26)."""
 
 import json
+import os
+import signal
 import urllib.error
 
 import pytest
@@ -116,6 +118,21 @@ def test_a_worker_killed_mid_node_fails_the_prompt_by_name_and_the_next_succeeds
     assert message["data"]["exception_type"] == "isohost.WorkerCrashed"
     assert "killed by SIGKILL" in message["data"]["exception_message"]
     assert report(isolated)["numpy"] == [pack_numpy()]
+
+
+def test_a_worker_replaced_between_prompts_is_sent_the_settings_again(isolated):
+    # After a first call the stand-ins send the settings' key alone; a worker that died between
+    # prompts (killed from outside here, as an idle reap would end it) is replaced by one that
+    # lacks them, which says so, and the call goes again with them whole.
+    report(isolated)
+    pid = report(isolated)["pid"][0]
+    os.kill(pid, signal.SIGKILL)
+    isolated.wait_for_log("(pid %d, generation" % pid, "killed by SIGKILL while idle")
+    again = report(isolated)
+    assert again["pid"][0] != pid
+    assert any("environment 'tests' has a new worker; its settings go again" in line
+               for line in isolated.log)
+    assert report(isolated)["pid"] == again["pid"]
 
 
 def test_a_worker_exception_is_comfyuis_execution_error_with_the_workers_traceback(isolated):

@@ -11,7 +11,7 @@ from comfy_server import REPO
 
 sys.path.insert(0, str(BUILD_PYTHON))
 
-from isohost_comfy_worker import file_lists  # noqa: E402
+from isohost_comfy_worker import comfy_env, file_lists  # noqa: E402
 from isohost_comfy_worker.values import ModelCannotCross, find_model, refuse_models  # noqa: E402
 
 
@@ -139,3 +139,16 @@ def test_combos_of_model_files_are_found_by_their_markers(monkeypatch):
         "ckpt": ["None", {"folder": "checkpoints"}],
         "both": [{"folder": "loras"}, {"folder": "vae"}]}}
     assert fake.get_filename_list("x") == ["real.safetensors"]  # put back
+
+
+def test_a_worker_sent_only_the_settings_key_asks_for_them_whole(monkeypatch):
+    monkeypatch.setattr(comfy_env, "_prepared", None)
+    with pytest.raises(comfy_env.SettingsNeeded, match="key 5e77"):
+        comfy_env.prepare({"key": "5e77"})
+    assert comfy_env._prepared is None  # nothing applied
+    monkeypatch.setattr(comfy_env, "_prepared", {"args": {}, "folders": {}, "key": "5e77"})
+    comfy_env.prepare({"key": "5e77"})  # has them: nothing to do
+    comfy_env.prepare({"args": {}, "folders": {}, "key": "5e77"})
+    for other in ({"key": "0bad"}, {"args": {"cpu": True}, "folders": {}, "key": "0bad"}):
+        with pytest.raises(RuntimeError, match="prepared for another ComfyUI"):
+            comfy_env.prepare(other)
