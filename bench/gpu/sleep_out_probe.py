@@ -17,7 +17,6 @@ Ways of preparing the host buffer (a fresh anonymous mapping each time, huge pag
 
 import ctypes
 import gc
-import itertools
 import mmap
 import os
 import sys
@@ -77,14 +76,6 @@ def populate_parallel(host, threads):
 def copy_out(groups, host, staging):
     for group in groups:
         sleep._copy_out(torch, group, host, staging)
-
-
-def fast_find_objects():
-    """The live objects whose type is a tensor, a storage or a graph, picked at C speed."""
-    objects = gc.get_objects()
-    wanted = {t for t in set(map(type, objects))
-              if sleep._kind(torch, t, sleep._graph_types(torch)) != sleep._OTHER}
-    return list(itertools.compress(objects, map(wanted.__contains__, map(type, objects)))), len(objects)
 
 
 VMSTAT = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall")
@@ -151,13 +142,11 @@ def main():
         stages.hold_model(nbytes_model, device=DEVICE)
         gc.collect()
         t_find, found = timed(lambda: sleep._find(torch, DEVICE, set()))
-        t_fast, (picked, total_objects) = timed(fast_find_objects)
-        t_objects, _ = timed(gc.get_objects)
-        print("\n## %d GiB: %d storages; gc objects %d; find %.1f ms; C-speed pick %.1f ms (%d "
-              "objects), of which gc.get_objects %.1f ms" % (
-                  gib, len(found.storages), total_objects, t_find * 1e3, t_fast * 1e3,
-                  len(picked), t_objects * 1e3))
-        del picked
+        t_objects, objects = timed(gc.get_objects)
+        print("\n## %d GiB: %d storages; sleep's walk over %d objects %.1f ms, of which "
+              "gc.get_objects %.1f ms" % (gib, len(found.storages), len(objects), t_find * 1e3,
+                                         t_objects * 1e3))
+        del objects
         for chunk_mib in (64, 256):
             staging = sleep._staging_for(torch, DEVICE, chunk_mib << 20)
             groups = sleep._layout(found.storages)
