@@ -2,10 +2,10 @@
 
 The kernel gives a fresh anonymous mapping its pages on first write, each one faulted and
 zeroed in line with the copy that writes it: on the H200 a sleep's copy out (into fresh memory)
-took 51 ms/GiB where its copy in (from memory already there) took 24. Here threads ask the kernel to fault the
-mapping in (`MADV_POPULATE_WRITE`, Linux 5.14) a chunk at a time, in the order the copy goes,
-and the copy waits only for the chunk it is about to fill: the zeroing runs beside the device's
-copies. Where the kernel cannot (older than 5.14, or out of memory), the threads stop and the
+took 51 ms/GiB where its copy in (from memory already there) took 24. Here threads ask the
+kernel to fault the mapping in (`MADV_POPULATE_WRITE`, Linux 5.14) a chunk at a time, in the
+order the copy goes, and the copy waits only for the chunk it is about to fill: the zeroing
+runs beside the device's copies. Where the kernel cannot (older than 5.14, or out of memory), the threads stop and the
 copy faults the rest in itself, as before.
 """
 
@@ -25,7 +25,7 @@ _madvise = None
 def threads_wanted():
     """How many threads fault ahead: $ISOHOST_SLEEP_POPULATE_THREADS, 0 (none) by default.
     Off until it is measured where it can pay: on the CPU machine, with no device copies to
-    hide the zeroing behind, a sleep's copy ran no faster with it (bench/gpu/sleep_out_probe.py
+    hide the zeroing behind, a sleep's copy ran slower with it (bench/gpu/sleep_out_probe.py
     measures both ways beside the pinned copy on the GPU machine)."""
     raw = os.environ.get(THREADS_ENV, "").strip()
     if not raw:
