@@ -5,8 +5,8 @@ zeroed in line with the copy that writes it: on the H200 a sleep's copy out (int
 took 51 ms/GiB where its copy in (from memory already there) took 24. Here threads ask the
 kernel to fault the mapping in (`MADV_POPULATE_WRITE`, Linux 5.14) a chunk at a time, in the
 order the copy goes, and the copy waits only for the chunk it is about to fill: the zeroing
-runs beside the device's copies. Where the kernel cannot (older than 5.14, or out of memory), the threads stop and the
-copy faults the rest in itself, as before.
+runs beside the device's copies. Where the kernel cannot (older than 5.14, or out of memory),
+the threads stop and the copy faults the rest in itself, as before.
 """
 
 import ctypes

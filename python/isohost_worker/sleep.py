@@ -160,7 +160,8 @@ def sleep_storages(device_type="cuda", chunk_bytes=None):
         "staging_bytes": staging.nbytes,
     }
     if populate_threads:
-        receipt["populate"] = {"threads": populate_threads, "stopped_because": host.populate_stopped}
+        receipt["populate"] = {"threads": populate_threads,
+                               "stopped_because": host.populate_stopped}
     return receipt
 
 
