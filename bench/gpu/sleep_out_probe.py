@@ -15,12 +15,10 @@ Ways of preparing the host buffer (a fresh anonymous mapping each time, huge pag
   warm         a buffer already faulted in (what the copy alone costs)
 """
 
-import ctypes
 import gc
 import mmap
 import os
 import sys
-import threading
 import time
 
 RUNTIME = sys.argv[1] if len(sys.argv) > 1 else ".gpu/python"
@@ -28,21 +26,24 @@ sys.path.insert(0, RUNTIME)
 
 import torch  # noqa: E402
 
-from isohost_worker import sleep, stages  # noqa: E402
+from isohost_worker import populate, sleep, stages  # noqa: E402
 
 GIB = 1 << 30
 # "cpu" only to try the probe on a machine without a GPU (the CPU stand-in of sleep's tests).
 DEVICE = os.environ.get("PROBE_DEVICE", "cuda")
 SIZES = [int(g) for g in os.environ.get("PROBE_GIB", "1,4,16").split(",")]
-MADV_POPULATE_WRITE = 23
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 
-def populate(address, length):
-    # ctypes releases the GIL for the call: threads populate in parallel.
-    if _libc.madvise(address, length, MADV_POPULATE_WRITE) != 0:
-        raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE)")
+def populate_first(address, nbytes, threads):
+    """The whole range faulted in before the copy, by `threads` threads, a slice each (sleep's
+    own Populator, with one chunk per thread)."""
+    chunk = -(-nbytes // threads)
+    chunk = -(-chunk // (2 << 20)) * (2 << 20)
+    populator = populate.Populator(address, nbytes, chunk, threads)
+    populator.ready(0, nbytes)
+    populator.close()
+    if populator.stopped_because is not None:
+        raise OSError("MADV_POPULATE_WRITE: %s" % populator.stopped_because)
 
 
 class Host:
@@ -60,17 +61,6 @@ class Host:
     def close(self):
         self.tensor = None
         self.map.close()
-
-
-def populate_parallel(host, threads):
-    step = (host.nbytes + threads - 1) // threads
-    step = (step + (2 << 20) - 1) // (2 << 20) * (2 << 20)
-    workers = [threading.Thread(target=populate, args=(host.address + i, min(step, host.nbytes - i)))
-               for i in range(0, host.nbytes, step)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
 
 
 def copy_out(groups, host, staging):
@@ -109,9 +99,10 @@ def one_way(way, groups, nbytes, staging, warm):
         parts["map"], host = timed(lambda: Host(nbytes, huge=way != "small_pages"))
     start = time.perf_counter()
     if way == "populate_1":
-        parts["populate"], _ = timed(lambda: populate(host.address, nbytes))
+        parts["populate"], _ = timed(lambda: populate_first(host.address, nbytes, 1))
     elif way.startswith("populate_"):
-        parts["populate"], _ = timed(lambda: populate_parallel(host, int(way.split("_")[1])))
+        parts["populate"], _ = timed(
+            lambda: populate_first(host.address, nbytes, int(way.split("_")[1])))
     elif way.startswith("ahead_"):
         host.populate_ahead(staging.chunk, int(way.split("_")[1]))
     parts["copy"], _ = timed(lambda: copy_out(groups, host, staging))
@@ -135,8 +126,8 @@ def main():
     else:
         pinned = {"d2h": 1.0, "h2d": 1.0}
     print("# pinned copy ms/GiB: d2h %.2f h2d %.2f" % (pinned["d2h"], pinned["h2d"]))
-    ways = ["fresh", "small_pages", "populate_1", "populate_8", "ahead_1", "ahead_2", "ahead_4", "ahead_8",
-            "warm"]
+    ways = ["fresh", "small_pages", "populate_1", "populate_8", "ahead_1", "ahead_2", "ahead_4",
+            "ahead_8", "warm"]
     for gib in SIZES:
         nbytes_model = gib * GIB
         stages.hold_model(nbytes_model, device=DEVICE)
@@ -152,7 +143,7 @@ def main():
             groups = sleep._layout(found.storages)
             nbytes = groups[-1].end
             warm = Host(nbytes)
-            populate(warm.address, nbytes)
+            populate_first(warm.address, nbytes, 1)
             one_way("fresh", groups, nbytes, staging, warm)  # a first copy, not counted
             for way in ways:
                 before = vmstat()

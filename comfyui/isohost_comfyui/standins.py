@@ -14,8 +14,9 @@ import comfy.model_management
 
 import isohost
 
-from . import errors, objects, worker_settings
+from . import errors, objects
 from .models import refuse_model_inputs
+from .worker_settings import reference as settings_reference
 
 # Attributes copied from the description as they are, and those ComfyUI expects as tuples.
 _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
@@ -35,30 +36,29 @@ class Runner:
         self.worker_settings = worker_settings
         self.grace = interrupt_grace_seconds
         self.live_nodes = objects.LiveNodes()
-        # {env: True} once its worker answered a call that carried the settings whole: calls
+        # The environments whose worker answered a call that carried the settings whole: calls
         # then carry their key alone (the whole settings cost a 2-core machine 0.2 ms a call
         # to check and encode). A worker that lacks them (a new one, after a reap the runner
         # did not see) raises SettingsNeeded, and the call goes again with them.
-        self._settled = {}
+        self._settled = set()
 
     def call(self, env, node, function, *args, **kwargs):
         try:
             return self._call(env, node, function, *args, **kwargs)
         except BaseException:
             self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
-            self._settled.pop(env, None)
+            self._settled.discard(env)
             raise
 
     def _call(self, env, node, function, *args, **kwargs):
         settings = self.worker_settings[env]
-        whole = not self._settled.get(env)
+        sent = settings_reference(settings) if env in self._settled else settings
         try:
-            result = self._run(env, node, function, args, kwargs,
-                               settings if whole else worker_settings.reference(settings))
+            result = self._run(env, node, function, args, kwargs, sent)
         except _SettingsNeeded:
             _log.info("isohost: environment '%s' has a new worker; its settings go again", env)
             result = self._run(env, node, function, args, kwargs, settings)
-        self._settled[env] = True
+        self._settled.add(env)
         return result
 
     def _run(self, env, node, function, args, kwargs, settings):

@@ -625,9 +625,9 @@ def _libc():
 
 def _map_memory(fd, size, readonly):
     """A ctypes array over a new mapping of `fd` (read-only, or private copy-on-write), unmapped
-    when the array is collected. Not Python's mmap, which keeps a duplicate of the descriptor for as long as
-    the mapping lives: a host holding thousands of received arrays would run out of
-    descriptors. Every object that uses the memory holds the array, through the buffer it
+    when the array is collected. Not Python's mmap, which keeps a duplicate of the descriptor
+    for as long as the mapping lives: a host holding thousands of received arrays would run out
+    of descriptors. Every object that uses the memory holds the array, through the buffer it
     exports."""
     address = _mmap(fd, size, readonly, shared=readonly)
     return _memory_at(address, size, functools.partial(_unmap, address, size, None))

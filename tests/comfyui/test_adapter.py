@@ -124,7 +124,6 @@ def test_a_worker_replaced_between_prompts_is_sent_the_settings_again(isolated):
     # After a first call the stand-ins send the settings' key alone; a worker that died between
     # prompts (killed from outside here, as an idle reap would end it) is replaced by one that
     # lacks them, which says so, and the call goes again with them whole.
-    report(isolated)
     pid = report(isolated)["pid"][0]
     os.kill(pid, signal.SIGKILL)
     isolated.wait_for_log("(pid %d, generation" % pid, "killed by SIGKILL while idle")

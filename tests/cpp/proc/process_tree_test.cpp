@@ -72,12 +72,12 @@ pid_t run_and_read_pid(std::vector<std::string> argv, std::vector<std::string> e
   return line.empty() ? -1 : std::stoi(line);
 }
 
-// A process outside this test's tree carrying ISOHOST_HOST_TAG=`tag`: a shell starts it with
-// setsid in the background and exits, so it is re-parented to init.
-// A setsid()ed /bin/sleep with `tag` in its environment, held by a pidfd from the moment its pid
-// is known. Returns once it runs /bin/sleep (or has already been ended by another test's sweep):
-// until then it is the shell's fork or setsid, and in the instant of each exec /proc shows its
-// command line before its environment, so a sweep then could not tell its tag.
+// A process outside this test's tree carrying ISOHOST_HOST_TAG=`tag`: a shell starts a
+// setsid()ed /bin/sleep in the background and exits, so it is re-parented to init; held by a
+// pidfd from the moment its pid is known. Returns once it runs /bin/sleep (or has already been
+// ended by another test's sweep): until then it is the shell's fork or setsid, and in the
+// instant of each exec /proc shows its command line before its environment, so a sweep then
+// could not tell its tag.
 std::unique_ptr<Held> start_escaped(const std::string& tag) {
   Child shell;
   const pid_t pid = run_and_read_pid(
