@@ -122,6 +122,7 @@ def release():
     sleep = sys.modules.get("isohost_worker.sleep")
     if sleep is not None:
         sleep.wake_before("a release")  # the callbacks are user code, which may touch tensors
+        sleep.drop_kept()  # the last wake's host buffer, kept for the next sleep
     rss_before = rss()
     reserved_before = _reserved()
     callbacks = list(_release_callbacks)

@@ -34,6 +34,7 @@ nlohmann::json FootprintReport::to_json() const {
                     {"private_anon", s.ram.pss_anon},
                     {"file", s.ram.pss_file},
                     {"swap", s.ram.swap},
+                    {"lazy_free", s.ram.lazy_free},
                     {"vram", optional_bytes(s.vram)},
                     {"vram_method", s.vram_method},
                     {"allocator_reserved", optional_bytes(s.allocator_reserved)},
@@ -82,6 +83,13 @@ void print_table(const FootprintReport& report) {
     std::cout << fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} |\n", s.name, mb(s.ram.pss),
                              mb(s.ram.pss_anon), mib(s.vram), mb(s.ram.rss), mb(s.ram.pss_file),
                              s.seconds);
+  }
+  for (const auto& s : report.stages) {
+    if (s.skipped.empty() && s.ram.lazy_free > 0) {
+      std::cout << fmt::format("\n{}: {} of its RAM is freed lazily (the last sleep's host buffer, "
+                               "kept for the next one; the kernel takes it when it needs memory).\n",
+                               s.name, mb(s.ram.lazy_free));
+    }
   }
   if (report.workers.empty()) return;
   std::cout << fmt::format("\n{} workers on the same interpreter (after import torch{}):\n\n",

@@ -167,7 +167,11 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
                                         {"pid", w->pid()},
                                         {"generation", w->generation()},
                                         {"vram_restored", bytes},
-                                        {"seconds", seconds}}));
+                                        {"seconds", seconds},
+                                        {"grow_seconds", receipt_figure<double>(
+                                                             outcome.value(), "grow_seconds", 0)},
+                                        {"copy_seconds", receipt_figure<double>(
+                                                             outcome.value(), "copy_seconds", 0)}}));
                }
                pump(slot);
              });

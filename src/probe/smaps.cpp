@@ -46,6 +46,8 @@ void apply_field(std::string_view key, uint64_t bytes, MappingFields& fields) {
     v.swap += bytes;
   } else if (key == "SwapPss") {
     v.swap_pss += bytes;
+  } else if (key == "LazyFree") {
+    v.lazy_free += bytes;
   }
 }
 
@@ -108,6 +110,7 @@ void add_to(MemoryFootprint& total, const MemoryFootprint& part) {
   total.anonymous += part.anonymous;
   total.swap += part.swap;
   total.swap_pss += part.swap_pss;
+  total.lazy_free += part.lazy_free;
   total.measured = total.measured || part.measured;
 }
 

@@ -36,6 +36,10 @@ struct MemoryFootprint {
   uint64_t anonymous = 0;
   uint64_t swap = 0;
   uint64_t swap_pss = 0;
+  // Resident pages the process gave back with MADV_FREE, still counted in rss and pss: the
+  // kernel takes them when it needs memory, at no cost to the process (a woken worker's host
+  // buffer, kept for its next sleep, is such memory).
+  uint64_t lazy_free = 0;
   bool has_pss_split = false;
   // False when the text had no Rss line at all (empty text included): nothing was measured,
   // as opposed to a process that holds nothing. Every number is then 0. The kernel gives an

@@ -513,3 +513,51 @@ def test_a_release_wakes_a_sleeping_worker_first(worker):
     stderr = worker.stderr()
     assert "a release arrived while this worker was asleep; waking it first" in stderr
     assert "a call arrived" not in stderr
+
+
+def _lazy_free_bytes():
+    """LazyFree of this process (smaps_rollup): resident pages given back with MADV_FREE."""
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("LazyFree:"):
+                return int(line.split()[1]) * KIB
+    pytest.skip("this kernel's smaps_rollup has no LazyFree line")
+
+
+def test_the_next_sleep_rewrites_the_last_wakes_buffer():
+    model = torch.randn(8 * MIB // 4)  # 8 MiB of float32
+    expected = model.clone()
+    lazy_before = _lazy_free_bytes()
+    assert sleep.sleep_storages("cpu")["asleep"] is True
+    first = sleep._asleep.host
+    assert sleep.wake_storages()["woken"] is True
+    assert torch.equal(model, expected)
+    # Kept for the next sleep, its pages the kernel's to take back.
+    assert sleep.kept_bytes() == first.capacity >= model.nbytes
+    assert _lazy_free_bytes() - lazy_before >= model.nbytes // 2
+    with torch.no_grad():
+        model.mul_(-1.0)
+    expected = model.clone()
+    receipt = sleep.sleep_storages("cpu")
+    assert receipt["asleep"] is True and not receipt["left_on_card"]["storages"]
+    assert sleep._asleep.host is first and sleep.kept_bytes() == 0
+    assert sleep.wake_storages()["woken"] is True
+    assert torch.equal(model, expected)
+
+
+def test_a_larger_sleep_maps_a_new_buffer_and_a_release_drops_it():
+    from isohost_worker import memory
+
+    small = torch.randn(MIB // 4)
+    assert sleep.sleep_storages("cpu")["asleep"] is True
+    assert sleep.wake_storages()["woken"] is True
+    kept = sleep._kept
+    large = torch.randn(16 * MIB // 4)
+    expected = (small.clone(), large.clone())
+    assert sleep.sleep_storages("cpu")["asleep"] is True
+    assert sleep._asleep.host is not kept and kept._map is None  # unmapped, not kept beside
+    assert sleep.wake_storages()["woken"] is True
+    assert torch.equal(small, expected[0]) and torch.equal(large, expected[1])
+    assert sleep.kept_bytes() >= large.nbytes
+    memory.release()
+    assert sleep.kept_bytes() == 0

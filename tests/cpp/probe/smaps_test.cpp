@@ -1,10 +1,12 @@
 #include "probe/smaps.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -177,6 +179,35 @@ TEST(ReadFootprint, SeesAChildTouchOneHundredMiB) {
   EXPECT_TRUE(within_5_percent(after.pss_anon - before.pss_anon))
       << "PSS anonymous grew by " << (after.pss_anon - before.pss_anon) / KiB << " KiB";
   EXPECT_TRUE(within_5_percent(after.private_bytes() - before.private_bytes()));
+}
+
+// A woken worker keeps its host buffer for the next sleep with MADV_FREE: still resident, and
+// the footprint says how much of it the kernel may take.
+TEST(ReadFootprint, SeesPagesAChildFreedLazily) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "TSan maps shadow memory for every page touched";
+#endif
+  constexpr size_t freed = 64 * MiB;
+  ChildProcess child([](char command) -> char {
+    static void* block = MAP_FAILED;
+    if (command == 't') {
+      block = ::mmap(nullptr, freed, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (block == MAP_FAILED) return 'e';
+      std::memset(block, 0x5a, freed);
+      return 'r';
+    }
+    if (command == 'f') return ::madvise(block, freed, MADV_FREE) == 0 ? 'r' : 'e';
+    return 'r';
+  });
+  ASSERT_EQ(child.ask('t'), 'r');
+  const MemoryFootprint touched = read_footprint(child.pid());
+  ASSERT_EQ(child.ask('f'), 'r');
+  const MemoryFootprint lazily = read_footprint(child.pid());
+  EXPECT_LT(touched.lazy_free, 1 * MiB);
+  // Unless the kernel took some back between the two reads (memory pressure): then it is no
+  // longer resident either.
+  EXPECT_GE(lazily.lazy_free + (touched.rss - std::min(touched.rss, lazily.rss)), freed * 95 / 100)
+      << "LazyFree " << lazily.lazy_free / KiB << " KiB";
 }
 
 pid_t reaped_child_pid() {
