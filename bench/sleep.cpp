@@ -166,9 +166,9 @@ std::vector<Figure> bench_sleep(const BenchOptions& options) {
     }
     print_parts(parts, gib);
     const auto size = std::to_string(gib) + "GiB";
-    figures.push_back(with_limit(summarize("sleep.out_per_GiB_" + size + "_first", "ms",
-                                           first_out_per_gib),
-                                 d2h, kD2hLimit));
+    figures.push_back(
+        with_limit(summarize("sleep.out_per_GiB_" + size + "_first", "ms", first_out_per_gib), d2h,
+                   kD2hLimit));
     figures.push_back(
         with_limit(summarize("sleep.out_per_GiB_" + size, "ms", out_per_gib), d2h, kD2hLimit));
     figures.push_back(

@@ -86,9 +86,10 @@ void print_table(const FootprintReport& report) {
   }
   for (const auto& s : report.stages) {
     if (s.skipped.empty() && s.ram.lazy_free > 0) {
-      std::cout << fmt::format("\n{}: {} of its RAM is freed lazily (the last sleep's host buffer, "
-                               "kept for the next one; the kernel takes it when it needs memory).\n",
-                               s.name, mb(s.ram.lazy_free));
+      std::cout << fmt::format(
+          "\n{}: {} of its RAM is freed lazily (the last sleep's host buffer, "
+          "kept for the next one; the kernel takes it when it needs memory).\n",
+          s.name, mb(s.ram.lazy_free));
     }
   }
   if (report.workers.empty()) return;

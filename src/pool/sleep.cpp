@@ -162,16 +162,16 @@ void Pool::wake_from_sleep(Slot& slot, const std::shared_ptr<Worker>& w,
                spdlog::info("{} woke: {:.0f} MiB back on the card in {:.3f} s", w->identity(),
                             static_cast<double>(bytes) / 1048576.0, seconds);
                if (done) {
-                 done(Outcome::success({{"woken", true},
-                                        {"from", "sleep"},
-                                        {"pid", w->pid()},
-                                        {"generation", w->generation()},
-                                        {"vram_restored", bytes},
-                                        {"seconds", seconds},
-                                        {"grow_seconds", receipt_figure<double>(
-                                                             outcome.value(), "grow_seconds", 0)},
-                                        {"copy_seconds", receipt_figure<double>(
-                                                             outcome.value(), "copy_seconds", 0)}}));
+                 done(Outcome::success(
+                     {{"woken", true},
+                      {"from", "sleep"},
+                      {"pid", w->pid()},
+                      {"generation", w->generation()},
+                      {"vram_restored", bytes},
+                      {"seconds", seconds},
+                      {"grow_seconds", receipt_figure<double>(outcome.value(), "grow_seconds", 0)},
+                      {"copy_seconds",
+                       receipt_figure<double>(outcome.value(), "copy_seconds", 0)}}));
                }
                pump(slot);
              });
