@@ -662,12 +662,6 @@ def drop_kept():
         kept.close()
 
 
-def kept_bytes():
-    """The size of the host buffer kept since the last wake, 0 when none is."""
-    kept = _kept
-    return kept.capacity if kept is not None else 0
-
-
 def _copy_out(torch, group, host, staging):
     """Device to host, double-buffered: while the device copies chunk k into one staging
     buffer, the CPU copies chunk k-1 out of the other into the host buffer."""

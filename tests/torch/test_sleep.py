@@ -533,14 +533,14 @@ def test_the_next_sleep_rewrites_the_last_wakes_buffer():
     assert sleep.wake_storages()["woken"] is True
     assert torch.equal(model, expected)
     # Kept for the next sleep, its pages the kernel's to take back.
-    assert sleep.kept_bytes() == first.capacity >= model.nbytes
+    assert sleep._kept is first and first.capacity >= model.nbytes
     assert _lazy_free_bytes() - lazy_before >= model.nbytes // 2
     with torch.no_grad():
         model.mul_(-1.0)
     expected = model.clone()
     receipt = sleep.sleep_storages("cpu")
     assert receipt["asleep"] is True and not receipt["left_on_card"]["storages"]
-    assert sleep._asleep.host is first and sleep.kept_bytes() == 0
+    assert sleep._asleep.host is first and sleep._kept is None
     assert sleep.wake_storages()["woken"] is True
     assert torch.equal(model, expected)
 
@@ -558,6 +558,6 @@ def test_a_larger_sleep_maps_a_new_buffer_and_a_release_drops_it():
     assert sleep._asleep.host is not kept and kept._map is None  # unmapped, not kept beside
     assert sleep.wake_storages()["woken"] is True
     assert torch.equal(small, expected[0]) and torch.equal(large, expected[1])
-    assert sleep.kept_bytes() >= large.nbytes
+    assert sleep._kept.capacity >= large.nbytes
     memory.release()
-    assert sleep.kept_bytes() == 0
+    assert sleep._kept is None

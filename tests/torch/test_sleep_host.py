@@ -82,6 +82,30 @@ def test_wake_without_a_call_and_sleep_again_many_times(host):
     assert metrics["histograms"]["sleep_seconds"]["count"] == 20
 
 
+def lazy_free(pid):
+    """The worker's LazyFree (its smaps_rollup): pages it gave back with MADV_FREE."""
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("LazyFree:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("this kernel's smaps_rollup has no LazyFree line")
+
+
+def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_until_a_release(host):
+    model(host)
+    pid = worker(host)["pid"]
+    before = lazy_free(pid)
+    assert host.ask("sleep", env="m")["asleep"] is True
+    woken = host.ask("wake", env="m")
+    assert woken["woken"] is True, woken
+    assert 0 <= woken["grow_seconds"] + woken["copy_seconds"] <= woken["seconds"], woken
+    # The buffer stays for the next sleep, its pages the kernel's to take back.
+    assert lazy_free(pid) - before >= 24 * MIB
+    released = host.ask("release", env="m")
+    assert released.get("released", True) is True and "rss_after" in released, released
+    assert lazy_free(pid) <= before + MIB
+
+
 def test_a_hibernation_that_cannot_happen_leaves_an_asleep_worker_asleep(host):
     fingerprint = model(host)
     assert host.ask("sleep", env="m")["asleep"] is True
