@@ -20,7 +20,7 @@ if not __package__:
 import argparse  # noqa: E402
 import socket  # noqa: E402
 
-from isohost_worker import tree  # noqa: E402
+from isohost_worker import freeze, tree  # noqa: E402
 from isohost_worker.runtime import Runtime  # noqa: E402
 
 
@@ -66,6 +66,8 @@ def main(argv=None):
         from isohost_worker.zygote import Zygote
         # Returns only in a forked child, which then runs as an ordinary worker.
         sock, side, env = Zygote(sock, side, env, [m for m in args.preload.split(",") if m]).serve()
+    # A worker that imports torch later freezes torch's objects then (freeze.py).
+    freeze.after_torch_import()
     Runtime(sock, side, env, args.poll_microseconds / 1e6).serve()
 
 

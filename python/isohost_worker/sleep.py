@@ -15,12 +15,14 @@ Nothing here imports torch on import: the runtime imports this module in every w
 """
 
 import contextlib
+import functools
 import gc
 import itertools
 import mmap
 import os
 import sys
 import time
+import weakref
 
 from isohost_worker import errors, memory, populate
 
@@ -55,6 +57,10 @@ _asleep = None
 # The staging area: made by the first sleep and kept for the worker's life, because pinning
 # host memory costs far more than the copies it serves (573 ms/GiB on the H200).
 _staging = None
+# What the walk must see besides gc.get_objects(): the tensors, storages and graphs alive when
+# the objects of torch's import were frozen out of the collector's lists (freeze.py), each as a
+# weak reference (a strong one for a type that takes none).
+_frozen = []
 # The last wake's host buffer (a _HostBuffer), its pages left to the kernel to take back when
 # it needs them (MADV_FREE) and otherwise rewritten by the next sleep without a fault: a copy
 # into fresh memory faults and zeroes every page, 59-65 ms/GiB on the H100 against 33-43 into
@@ -327,6 +333,7 @@ def _find(torch, device_type, exclude):
     # or .untyped_storage(): the walk wants the tensor's own storage.
     disable = getattr(torch._C, "DisableTorchFunctionSubclass", contextlib.nullcontext)
     objects = gc.get_objects()
+    objects.extend(_still_frozen())
     try:
         # A worker with torch imported holds some 200,000 objects and a few hundred tensors:
         # the types are looked up at C speed (map, compress) and only the objects of interest
@@ -346,6 +353,30 @@ def _find(torch, device_type, exclude):
             elif kind == _GRAPH:
                 found.graphs += 1
     return found
+
+
+def remember_frozen(torch, objects):
+    """Keep the tensors, storages and graphs among `objects`, which gc.freeze() has just taken
+    out of gc.get_objects(), for every later walk (freeze.py)."""
+    kinds = _Kinds(torch)
+    for obj in itertools.compress(objects, map(kinds.__getitem__, map(type, objects))):
+        try:
+            _frozen.append(weakref.ref(obj))
+        except TypeError:
+            _frozen.append(functools.partial(_same, obj))
+
+
+def _same(obj):
+    return obj
+
+
+def _still_frozen():
+    """The remembered frozen objects still alive; the dead ones' references are dropped."""
+    alive = [ref() for ref in _frozen]
+    if None in alive:
+        _frozen[:] = [ref for ref, obj in zip(_frozen, alive) if obj is not None]
+        alive = [obj for obj in alive if obj is not None]
+    return alive
 
 
 class _Kinds(dict):

@@ -21,7 +21,6 @@ preload module cannot be imported.
 
 import ctypes
 import fcntl
-import gc
 import importlib
 import os
 import platform
@@ -31,7 +30,7 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import errors, frames, runtime, tree
+from isohost_worker import errors, freeze, frames, runtime, tree
 
 # How its lines on stderr start, apart from a worker's.
 _WHO = "isohost_worker zygote"
@@ -189,8 +188,7 @@ class Zygote:
             except BaseException:
                 errors.say("cannot preload %r:\n%s" % (name, traceback.format_exc().rstrip()), _WHO)
                 os._exit(4)
-        gc.collect()
-        gc.freeze()
+        freeze.freeze_imported()
         threads = settle_threads()
         if threads > 1:
             self._refusal = ("the zygote still runs %d threads after preloading %s; a forked "

@@ -489,6 +489,21 @@ def test_a_worker_asleep_on_the_stand_in(worker):
     assert worker.value(STAGES + "model_checksum") == checksum
 
 
+def test_torchs_import_is_frozen_and_the_walk_still_finds_what_was_frozen(worker):
+    # The worker's own runtime froze nothing; importing torch (in a call) freezes its objects.
+    assert worker.value("isohost_sleep_funcs:frozen_objects") == 0
+    worker.value(STAGES + "hold_model", 256 * KIB, 4, "cpu")
+    assert worker.value("isohost_sleep_funcs:frozen_objects") > 10000
+    sums = worker.value("isohost_sleep_funcs:freeze_a_tensor_and_a_parameter")
+    assert sums == [float(sum(range(1 << 16))), 7.0 * (1 << 15)]
+    fingerprint = worker.value(STAGES + "model_fingerprint")
+    receipt, sizes = worker.value("isohost_sleep_funcs:sleep_on_cpu_with_frozen_sizes")
+    assert receipt["asleep"] is True and sizes == [0, 0], (receipt, sizes)
+    assert worker.request("wake")["value"]["woken"] is True
+    assert worker.value("isohost_sleep_funcs:frozen_sums") == sums
+    assert worker.value(STAGES + "model_fingerprint") == fingerprint
+
+
 def test_a_call_wakes_a_sleeping_worker_first(worker):
     worker.value(STAGES + "hold_model", 256 * KIB, 10, "cpu")
     fingerprint = worker.value(STAGES + "model_fingerprint")
