@@ -5,6 +5,7 @@
 
 #include "probe/nvml.hpp"
 #include "probe/probe_error.hpp"
+#include "probe/proc_status.hpp"
 #include "probe/simulated_gpu.hpp"
 #include "probe/vram_attribution.hpp"
 
@@ -87,14 +88,29 @@ std::string MemorySampler::driver_version() const {
   }
 }
 
-std::vector<ProcessMemory> MemorySampler::sample(const std::vector<ProcessQuery>& processes) {
+probe::MemoryFootprint MemorySampler::read_ram(pid_t pid, RamReading how) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(exact_ram_, [now](const auto& entry) {
+    return now - entry.second.at > kExactRamMaxAge;
+  });
+  const auto it = exact_ram_.find(pid);
+  if (how == RamReading::from_counters && it != exact_ram_.end()) {
+    return probe::moved_to_rss(it->second.ram, probe::read_rss_counters(pid).rss);
+  }
+  auto ram = probe::read_footprint(pid);
+  exact_ram_[pid] = ExactRam{.ram = ram, .at = now};
+  return ram;
+}
+
+std::vector<ProcessMemory> MemorySampler::sample(const std::vector<ProcessQuery>& processes,
+                                                 RamReading ram) {
   std::vector<ProcessMemory> out;
   out.reserve(processes.size());
   for (const auto& p : processes) {
     ProcessMemory m;
     m.pid = p.pid;
     try {
-      m.ram = probe::read_footprint(p.pid);
+      m.ram = read_ram(p.pid, ram);
     } catch (const probe::ProbeError& e) {
       m.error = e.what();
     }

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -66,7 +67,18 @@ class MemorySampler {
   MemorySampler(const MemorySampler&) = delete;
   MemorySampler& operator=(const MemorySampler&) = delete;
 
-  std::vector<ProcessMemory> sample(const std::vector<ProcessQuery>& processes);
+  // How sample() reads RAM. `exact`: each process's smaps_rollup (PSS and its split), which
+  // walks every page table, about 8 ms per GiB of small pages. `from_counters`: the kernel's
+  // RSS counters (/proc/PID/status, microseconds), with the process's last exact figures moved
+  // by what its RSS did since (probe::moved_to_rss), read exactly again when those are older
+  // than kExactRamMaxAge or missing. Admission reads this way: it runs before every wake and
+  // load, needs the VRAM exact and the RAM close, and a worker holding a GiB of small pages
+  // cost each wake 15 ms of smaps_rollup.
+  enum class RamReading : std::uint8_t { exact, from_counters };
+  static constexpr std::chrono::seconds kExactRamMaxAge{10};
+
+  std::vector<ProcessMemory> sample(const std::vector<ProcessQuery>& processes,
+                                    RamReading ram = RamReading::exact);
 
   [[nodiscard]] bool has_gpu() const { return gpu_.has_value(); }
   // Why there is no GPU view ("libnvidia-ml.so.1 not found: ..."), empty when there is one.
@@ -80,6 +92,15 @@ class MemorySampler {
  private:
   void attribute(unsigned device, const std::vector<ProcessQuery>& processes,
                  std::vector<ProcessMemory>& out) const;
+  probe::MemoryFootprint read_ram(pid_t pid, RamReading how);
+
+  // Each process's last exact RAM reading, for RamReading::from_counters. Entries older than
+  // kExactRamMaxAge are dropped, so a pid the kernel reuses meets no stale base.
+  struct ExactRam {
+    probe::MemoryFootprint ram;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<pid_t, ExactRam> exact_ram_;
 
   std::unique_ptr<probe::GpuSource> source_;
   std::optional<probe::GpuDevice> gpu_;

@@ -31,9 +31,10 @@ struct StatusSample {
 
 StatusSample take_sample(MemorySampler& sampler, const std::vector<ProcessQuery>& processes,
                          const std::vector<ProcessQuery>& ours,
-                         const std::vector<ProcessQuery>& zygotes) {
+                         const std::vector<ProcessQuery>& zygotes,
+                         MemorySampler::RamReading ram) {
   StatusSample out{
-      .processes = sampler.sample(processes),
+      .processes = sampler.sample(processes, ram),
       .devices = sampler.devices_now(ours),
       .zygotes = zygotes.empty() ? std::vector<ProcessMemory>{} : sampler.sample(zygotes),
       .gpu_unavailable_reason = sampler.gpu_unavailable_reason()};
@@ -56,7 +57,8 @@ std::future<PoolStatus> Pool::status_with_memory() {
   return future;
 }
 
-void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Reports reports) {
+void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Reports reports,
+                                      MemorySampler::RamReading ram) {
   struct Gather {
     PoolStatus status;
     std::size_t remaining = 0;
@@ -69,7 +71,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Repo
   gather->remaining = gather->status.workers.size() + 1;
   gather->done = std::move(done);
   gather->timer = std::make_unique<asio::steady_timer>(io(), options_.report_wait);
-  auto finish = [this, gather](bool now) {
+  auto finish = [this, gather, ram](bool now) {
     if (gather->finished || (!now && --gather->remaining > 0)) return;
     gather->finished = true;
     gather->timer->cancel();
@@ -84,8 +86,8 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Repo
     std::vector<ProcessQuery> zygotes;
     for (const auto& z : gather->status.zygotes) zygotes.push_back({z.pid, false});
     sampling_.run<StatusSample>(
-        [queries, ours, zygotes](MemorySampler& sampler) {
-          return take_sample(sampler, queries, ours, zygotes);
+        [queries, ours, zygotes, ram](MemorySampler& sampler) {
+          return take_sample(sampler, queries, ours, zygotes, ram);
         },
         [this, gather, count = queries.size()](StatusSample sample) {
           auto& status = gather->status;

@@ -101,7 +101,8 @@ void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
 }
 
 void Pool::measure(std::function<void(PoolStatus)> done) {
-  status_with_memory_on_loop(std::move(done), Reports::cached_while_busy);
+  status_with_memory_on_loop(std::move(done), Reports::cached_while_busy,
+                             MemorySampler::RamReading::from_counters);
 }
 
 AdmissionSteps::Begun Pool::begin_step(const memory::AdmissionStep& step,

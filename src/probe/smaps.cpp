@@ -121,6 +121,19 @@ MemoryFootprint require_measured(pid_t pid, const MemoryFootprint& footprint) {
 
 }  // namespace
 
+MemoryFootprint moved_to_rss(const MemoryFootprint& exact, uint64_t rss_now) {
+  MemoryFootprint out = exact;
+  const auto move = [&](uint64_t& figure) {
+    figure = rss_now >= exact.rss ? figure + (rss_now - exact.rss)
+                                  : figure - std::min(figure, exact.rss - rss_now);
+  };
+  for (uint64_t* figure :
+       {&out.rss, &out.pss, &out.pss_anon, &out.anonymous, &out.private_dirty}) {
+    move(*figure);
+  }
+  return out;
+}
+
 MemoryFootprint parse_smaps_rollup(std::string_view text) {
   MappingFields fields;
   for_each_line(text, [&](std::string_view line) {

@@ -53,6 +53,13 @@ struct MemoryFootprint {
   bool operator==(const MemoryFootprint&) const = default;
 };
 
+// `exact` (a read_footprint) moved by what the process's RSS did since it was taken, to
+// `rss_now` (/proc/PID/status, which costs microseconds where smaps_rollup walks every page
+// table). What comes and goes between two such reads is the process's own anonymous memory (a
+// model in RAM, a sleep's host buffer), so the change lands on rss, pss, pss_anon, anonymous
+// and private_dirty alike, none below 0; the rest is as it was.
+MemoryFootprint moved_to_rss(const MemoryFootprint& exact, uint64_t rss_now);
+
 // Pure parsers of the kernel's text. Unknown fields, malformed lines and missing fields are
 // ignored (a missing field reads 0), so any kernel's format parses.
 MemoryFootprint parse_smaps_rollup(std::string_view text);

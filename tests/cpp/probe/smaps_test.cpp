@@ -133,6 +133,29 @@ TEST(ParseSmaps, RecordedFromLinux6) {
   EXPECT_EQ(f.pss_anon, 120 * KiB);  // every anonymous page of cat is private
 }
 
+TEST(MovedToRss, GrowthAndShrinkLandOnThePrivateAnonymousFigures) {
+  MemoryFootprint exact{.rss = 1000,
+                        .pss = 600,
+                        .pss_anon = 300,
+                        .pss_file = 300,
+                        .private_dirty = 350,
+                        .anonymous = 320,
+                        .measured = true};
+  const MemoryFootprint grown = moved_to_rss(exact, 1500);
+  EXPECT_EQ(grown.rss, 1500u);
+  EXPECT_EQ(grown.pss, 1100u);
+  EXPECT_EQ(grown.pss_anon, 800u);
+  EXPECT_EQ(grown.private_dirty, 850u);
+  EXPECT_EQ(grown.anonymous, 820u);
+  EXPECT_EQ(grown.pss_file, 300u);  // the libraries are as they were
+  const MemoryFootprint shrunk = moved_to_rss(exact, 600);
+  EXPECT_EQ(shrunk.rss, 600u);
+  EXPECT_EQ(shrunk.pss, 200u);
+  EXPECT_EQ(shrunk.pss_anon, 0u);  // never below 0
+  EXPECT_EQ(shrunk.private_dirty, 0u);
+  EXPECT_EQ(moved_to_rss(exact, 1000), exact);
+}
+
 TEST(ParseSmaps, EmptyIsNotMeasured) { EXPECT_EQ(parse_smaps(""), MemoryFootprint{}); }
 
 TEST(ParseSmaps, UsesTheSplitWhenEveryMappingHasIt) {
