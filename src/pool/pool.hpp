@@ -135,9 +135,9 @@ class Pool : private AdmissionSteps {
   enum class Reports : std::uint8_t { every_worker, cached_while_busy };
   // The status with every worker's memory: asks live workers for their reports on the side
   // lane (answered even mid-call), then measures RAM and VRAM from outside.
-  void status_with_memory_on_loop(
-      std::function<void(PoolStatus)> done, Reports reports = Reports::every_worker,
-      MemorySampler::RamReading ram = MemorySampler::RamReading::exact);
+  void status_with_memory_on_loop(std::function<void(PoolStatus)> done,
+                                  Reports reports = Reports::every_worker,
+                                  MemorySampler::RamReading ram = MemorySampler::RamReading::exact);
   std::future<PoolStatus> status_with_memory();
   // The status as it is now, with the memory of the last sample if it is at most `max_age` old
   // (workers matched by pid; one started since shows none), else with a fresh one. For views

@@ -31,8 +31,7 @@ struct StatusSample {
 
 StatusSample take_sample(MemorySampler& sampler, const std::vector<ProcessQuery>& processes,
                          const std::vector<ProcessQuery>& ours,
-                         const std::vector<ProcessQuery>& zygotes,
-                         MemorySampler::RamReading ram) {
+                         const std::vector<ProcessQuery>& zygotes, MemorySampler::RamReading ram) {
   StatusSample out{
       .processes = sampler.sample(processes, ram),
       .devices = sampler.devices_now(ours),

@@ -127,8 +127,7 @@ MemoryFootprint moved_to_rss(const MemoryFootprint& exact, uint64_t rss_now) {
     figure = rss_now >= exact.rss ? figure + (rss_now - exact.rss)
                                   : figure - std::min(figure, exact.rss - rss_now);
   };
-  for (uint64_t* figure :
-       {&out.rss, &out.pss, &out.pss_anon, &out.anonymous, &out.private_dirty}) {
+  for (uint64_t* figure : {&out.rss, &out.pss, &out.pss_anon, &out.anonymous, &out.private_dirty}) {
     move(*figure);
   }
   return out;

@@ -28,8 +28,8 @@ TEST(MemorySampler, FromCountersFollowsAProcessThatGrows) {
   const auto exact = sampler.sample({{child.pid(), false}});
   ASSERT_TRUE(exact.at(0).ram.has_value()) << exact.at(0).error;
   ASSERT_EQ(child.ask('t'), 0x5a);
-  const auto counted = sampler.sample({{child.pid(), false}},
-                                      MemorySampler::RamReading::from_counters);
+  const auto counted =
+      sampler.sample({{child.pid(), false}}, MemorySampler::RamReading::from_counters);
   ASSERT_TRUE(counted.at(0).ram.has_value()) << counted.at(0).error;
   const auto grown = counted.at(0).ram->pss - exact.at(0).ram->pss;
   EXPECT_GE(grown, touched * 95 / 100) << grown / kMiB << " MiB";
