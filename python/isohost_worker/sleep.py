@@ -338,7 +338,7 @@ def _find(torch, device_type, exclude):
         # A worker with torch imported holds some 200,000 objects and a few hundred tensors:
         # the types are looked up at C speed (map, compress) and only the objects of interest
         # reach Python, which halves the walk.
-        picked = list(itertools.compress(objects, map(kinds.__getitem__, map(type, objects))))
+        picked = list(_picked(kinds, objects))
     finally:
         del objects
     with disable():
@@ -358,12 +358,16 @@ def _find(torch, device_type, exclude):
 def remember_frozen(torch, objects):
     """Keep the tensors, storages and graphs among `objects`, which gc.freeze() has just taken
     out of gc.get_objects(), for every later walk (freeze.py)."""
-    kinds = _Kinds(torch)
-    for obj in itertools.compress(objects, map(kinds.__getitem__, map(type, objects))):
+    for obj in _picked(_Kinds(torch), objects):
         try:
             _frozen.append(weakref.ref(obj))
         except TypeError:
             _frozen.append(functools.partial(_same, obj))
+
+
+def _picked(kinds, objects):
+    """The tensors, storages and graphs among `objects`, their types looked up at C speed."""
+    return itertools.compress(objects, map(kinds.__getitem__, map(type, objects)))
 
 
 def _same(obj):
@@ -680,9 +684,8 @@ def _keep(host):
     if not host.free_lazily():
         host.close()
         return
-    old, _kept = _kept, host
-    if old is not None:
-        old.close()
+    drop_kept()  # none: the sleep took it
+    _kept = host
 
 
 def drop_kept():

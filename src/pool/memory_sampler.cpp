@@ -89,20 +89,20 @@ std::string MemorySampler::driver_version() const {
 }
 
 probe::MemoryFootprint MemorySampler::read_ram(pid_t pid, RamReading how) {
-  const auto now = std::chrono::steady_clock::now();
-  std::erase_if(exact_ram_,
-                [now](const auto& entry) { return now - entry.second.at > kExactRamMaxAge; });
   const auto it = exact_ram_.find(pid);
   if (how == RamReading::from_counters && it != exact_ram_.end()) {
     return probe::moved_to_rss(it->second.ram, probe::read_rss_counters(pid).rss);
   }
   auto ram = probe::read_footprint(pid);
-  exact_ram_[pid] = ExactRam{.ram = ram, .at = now};
+  exact_ram_[pid] = ExactRam{.ram = ram, .at = std::chrono::steady_clock::now()};
   return ram;
 }
 
 std::vector<ProcessMemory> MemorySampler::sample(const std::vector<ProcessQuery>& processes,
                                                  RamReading ram) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(exact_ram_,
+                [now](const auto& entry) { return now - entry.second.at > kExactRamMaxAge; });
   std::vector<ProcessMemory> out;
   out.reserve(processes.size());
   for (const auto& p : processes) {
