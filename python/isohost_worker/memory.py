@@ -96,6 +96,7 @@ def report():
         "device": device,
         "allocator": allocator,
         "asleep": _asleep(),
+        "sleep_buffer": _sleep_buffer(),
     }
 
 
@@ -104,6 +105,11 @@ def _asleep():
     # it (a zygote) is not asleep.
     sleep = sys.modules.get("isohost_worker.sleep")
     return None if sleep is None else sleep.summary()
+
+
+def _sleep_buffer():
+    prepare = sys.modules.get("isohost_worker.sleep_prepare")
+    return None if prepare is None else prepare.report()
 
 
 def _hooked_allocator():

@@ -15,7 +15,7 @@ import os
 import threading
 
 THREADS_ENV = "ISOHOST_SLEEP_POPULATE_THREADS"
-_MADV_POPULATE_WRITE = 23  # <sys/mman.h>; Python's mmap module does not name it
+MADV_POPULATE_WRITE = 23  # <sys/mman.h>; Python's mmap module does not name it
 
 # libc's madvise through ctypes, which lets go of the GIL for the call: the threads fault in
 # parallel while the main thread drives the copies. Resolved on first use.
@@ -40,7 +40,7 @@ def threads_wanted():
     return threads
 
 
-def _libc_madvise():
+def libc_madvise():
     global _madvise
     if _madvise is None:
         function = ctypes.CDLL(None, use_errno=True).madvise
@@ -60,7 +60,7 @@ class Populator:
         self._stopped = False
         # Why the kernel stopped faulting ahead (an errno's words), or None.
         self.stopped_because = None
-        madvise = _libc_madvise()
+        madvise = libc_madvise()
         self._threads = [threading.Thread(target=self._run, args=(madvise,), daemon=True,
                                           name="isohost-populate-%d" % i)
                          for i in range(max(1, threads))]
@@ -86,7 +86,7 @@ class Populator:
                 return
             start = k * self._chunk
             length = min(self._chunk, self._nbytes - start)
-            if madvise(self._address + start, length, _MADV_POPULATE_WRITE) != 0:
+            if madvise(self._address + start, length, MADV_POPULATE_WRITE) != 0:
                 self.stopped_because = os.strerror(ctypes.get_errno())
                 self._stop()
                 return

@@ -17,7 +17,8 @@ import sys
 import threading
 import traceback
 
-from isohost_worker import calls, errors, frames, interrupts, memory, replies, sleep, tree
+from isohost_worker import (calls, errors, frames, interrupts, memory, replies, sleep,
+                            sleep_prepare, tree)
 
 MAIN = "main"
 SIDE = "side"
@@ -116,7 +117,11 @@ class Runtime:
                 request, fds = reader.read()
                 if fds:  # a pickled call's buffers; closed by whoever answers it
                     request[frames.DESCRIPTORS] = fds
+                if lane == MAIN:
+                    sleep_prepare.stop()  # the preparer must not fault in beside an op
                 self._dispatch(request, lane, send)
+                if lane == MAIN and request.get("op") == "call":
+                    sleep_prepare.after_call()
         except (EOFError, ConnectionError):
             # The host is gone; finishing the call in flight would only outlive it, and so
             # would what the call started.

@@ -15,11 +15,13 @@ Nothing here imports torch on import: the runtime imports this module in every w
 """
 
 import contextlib
+import ctypes
 import functools
 import gc
 import itertools
 import mmap
 import os
+import resource
 import sys
 import time
 import weakref
@@ -61,11 +63,13 @@ _staging = None
 # the objects of torch's import were frozen out of the collector's lists (freeze.py), each as a
 # weak reference (a strong one for a type that takes none).
 _frozen = []
-# The last wake's host buffer (a _HostBuffer), its pages left to the kernel to take back when
-# it needs them (MADV_FREE) and otherwise rewritten by the next sleep without a fault: a copy
-# into fresh memory faults and zeroes every page, 59-65 ms/GiB on the H100 against 33-43 into
+# The host buffer the next sleep copies into (a _HostBuffer): the last wake's, or one faulted in
+# while the worker idled (sleep_prepare.py), its pages left to the kernel to take back when it
+# needs them (MADV_FREE) and otherwise rewritten by the next sleep without a fault: a copy into
+# fresh memory faults and zeroes every page, 59-65 ms/GiB on the H100 against 33-43 into
 # memory already in place and 20 for the pinned copy itself (docs/sleep.md). None when there
-# is none; a release drops it.
+# is none; a release drops it. Written by the main thread, or by the preparer's thread while
+# the main lane waits for it (sleep_prepare.stop), never by both at once.
 _kept = None
 
 
@@ -90,11 +94,18 @@ def sleep_op(request):
                         "sleep frees; the driver's checkpoint keeps them safe"
                         % (len(others), "" if len(others) == 1 else "s",
                            "is" if len(others) == 1 else "are", ", ".join(sorted(others))))
-    if os.environ.get(CPU_STAND_IN_ENV) == "1":
-        return sleep_storages("cpu")
-    if memory._initialised_cuda() is None:
+    device_type = device_type_to_sleep()
+    if device_type is None:
         return _refused("CUDA is not initialised in this worker")
-    return sleep_storages("cuda")
+    return sleep_storages(device_type)
+
+
+def device_type_to_sleep():
+    """What a sleep would move now: "cuda" once CUDA is initialised, "cpu" under the tests'
+    stand-in, else None."""
+    if os.environ.get(CPU_STAND_IN_ENV) == "1":
+        return "cpu"
+    return None if memory._initialised_cuda() is None else "cuda"
 
 
 def wake_op(request):
@@ -150,7 +161,9 @@ def sleep_storages(device_type="cuda", chunk_bytes=None):
     reserved_before = _reserved(device_type)
     groups = _layout(found.storages)
     copy_started = time.monotonic()
-    host = _copy_all_out(torch, groups, staging, populate_threads)
+    faults_before = _minor_faults()
+    host, host_was = _copy_all_out(torch, groups, staging, populate_threads)
+    faults = _minor_faults() - faults_before
     copy_seconds = time.monotonic() - copy_started
     state = _Asleep(device_type, groups, host, staging)
     free_started = time.monotonic()
@@ -170,6 +183,11 @@ def sleep_storages(device_type="cuda", chunk_bytes=None):
         "copy_seconds": copy_seconds,
         "free_seconds": time.monotonic() - free_started,
         "staging_bytes": staging.nbytes,
+        # Where the bytes went: a buffer mapped for this sleep ("new"), the last wake's
+        # ("kept"), or one faulted in while the worker idled ("prepared"); and the page faults
+        # the process took meanwhile, which a buffer already in place spares.
+        "host_buffer": host_was,
+        "minor_faults": faults,
     }
     if populate_threads:
         receipt["populate"] = {"threads": populate_threads,
@@ -497,6 +515,11 @@ class _HostBuffer:
 
     def __init__(self, torch, nbytes):
         self.nbytes = self.capacity = nbytes
+        # How many bytes from the start were written or faulted in.
+        self.faulted = 0
+        # What the next sleep that takes it finds: "new" (mapped for it), "kept" (by the last
+        # wake) or "prepared" (faulted in while the worker idled).
+        self.origin = "new"
         self._map = None
         self._populator = None
         # Why the kernel would not fault the buffer in ahead (an errno's words), or None.
@@ -520,6 +543,21 @@ class _HostBuffer:
         if self._map is not None and threads > 0:
             self._populator = populate.Populator(self.tensor.data_ptr(), self.nbytes, chunk,
                                                  threads)
+
+    def fault_in(self, chunk, stopped, upto):
+        """Fault the buffer in from `faulted` on, `chunk` bytes at a time, up to `upto` bytes
+        (or its end) unless `stopped()`; None, or why the kernel would not (an errno's words)."""
+        if self._map is None:
+            return None
+        madvise = populate.libc_madvise()
+        address = self.tensor.data_ptr()
+        end = min(upto, self.capacity)
+        while self.faulted < end and not stopped():
+            length = min(chunk, end - self.faulted)
+            if madvise(address + self.faulted, length, populate.MADV_POPULATE_WRITE) != 0:
+                return os.strerror(ctypes.get_errno())
+            self.faulted += length
+        return None
 
     def ready(self, start, length):
         """Block until the copy can fill [start, start + length) without faulting."""
@@ -646,10 +684,12 @@ def _scatter(pieces, views, buffer):
 
 def _copy_all_out(torch, groups, staging, populate_threads):
     """A host buffer holding every group's bytes, faulted in ahead of the copies by
-    `populate_threads` threads; on any failure, none (and nothing freed)."""
-    nbytes = groups[-1].end if groups else 0
+    `populate_threads` threads, and where it came from (_HostBuffer.origin); on any failure,
+    none (and nothing freed)."""
+    nbytes = _end(groups)
     try:
         host = _host_buffer(torch, nbytes)
+        host_was = host.origin
     except (OSError, ValueError) as e:
         raise SleepFailed("cannot map %s of host memory to sleep into: %s"
                           % (_size(nbytes), e)) from e
@@ -662,7 +702,17 @@ def _copy_all_out(torch, groups, staging, populate_threads):
         host.close()
         _raise_as(SleepFailed, e, "copying %d storages (%s) into host memory failed; nothing "
                   "was freed" % (sum(len(g.storages) for g in groups), _size(nbytes)))
-    return host
+    host.faulted = max(host.faulted, nbytes)
+    return host, host_was
+
+
+def _end(groups):
+    """How many bytes of host buffer the groups need."""
+    return groups[-1].end if groups else 0
+
+
+def _minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _host_buffer(torch, nbytes):
@@ -677,15 +727,46 @@ def _host_buffer(torch, nbytes):
     return _HostBuffer(torch, nbytes)
 
 
-def _keep(host):
-    """Keep the woken worker's host buffer for the next sleep, its pages the kernel's to take
-    back; where the kernel cannot take them so (no MADV_FREE), free it now."""
+def _keep(host, origin="kept"):
+    """Keep `host` for the next sleep, its pages the kernel's to take back; where the kernel
+    cannot take them so (no MADV_FREE), free it now."""
     global _kept
     if not host.free_lazily():
         host.close()
         return
-    drop_kept()  # none: the sleep took it
-    _kept = host
+    host.origin = origin
+    if _kept is not host:
+        drop_kept()
+        _kept = host
+
+
+def bytes_to_sleep(torch, device_type):
+    """How much host buffer a sleep would fill now (the walk and the layout a sleep makes)."""
+    return _end(_layout(_find(torch, device_type, _own_storages()).storages))
+
+
+def kept_capacity():
+    kept = _kept
+    return 0 if kept is None else kept.capacity
+
+
+def kept_faulted():
+    """How many of the kept buffer's bytes, from its start, were faulted in (the kernel may
+    have taken some back since)."""
+    kept = _kept
+    return 0 if kept is None else kept.faulted
+
+
+def buffer_to_prepare(torch, nbytes):
+    """The host buffer an idle worker faults in for a sleep of `nbytes` (sleep_prepare.py): the
+    kept one where it is large enough, else a new one that replaces it, kept from now on."""
+    global _kept
+    if _kept is not None and _kept.capacity >= nbytes:
+        return _kept
+    drop_kept()
+    _kept = _HostBuffer(torch, nbytes)
+    _kept.origin = "prepared"
+    return _kept
 
 
 def drop_kept():

@@ -4,6 +4,7 @@
 // the next call once admission has found room for what it moved.
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -24,6 +25,16 @@ T receipt_figure(const nlohmann::json& receipt, const char* key, T fallback) {
   if (!value.is_number()) return fallback;
   const auto number = value.get<double>();
   return number >= 0 ? static_cast<T>(number) : fallback;
+}
+
+// " into new memory" and the like: where the receipt says the copy went (a buffer mapped for
+// this sleep, the last wake's, or one the worker faulted in while idle); only those words.
+std::string into_which_buffer(const nlohmann::json& receipt) {
+  const auto which = receipt.value("host_buffer", nlohmann::json());
+  if (!which.is_string()) return "";
+  const auto name = which.get<std::string>();
+  if (name != "new" && name != "kept" && name != "prepared") return "";
+  return " into " + name + " memory";
 }
 
 }  // namespace
@@ -89,11 +100,11 @@ void Pool::put_to_sleep(Slot& slot, Handler done) {
                fold_transfer(measured_rates_.sleep_out, record.bytes, record.seconds);
                spdlog::info(
                    "{} is asleep: {:.0f} MiB in {} storages moved into its host RAM in {:.3f} s "
-                   "(found in {:.3f}, copied in {:.3f}, freed in {:.3f}; {:.0f} MiB left on the "
+                   "(found in {:.3f}, copied in {:.3f}{}, freed in {:.3f}; {:.0f} MiB left on the "
                    "card)",
                    w->identity(), static_cast<double>(record.bytes) / 1048576.0, record.storages,
                    record.seconds, receipt_figure<double>(receipt, "find_seconds", 0),
-                   receipt_figure<double>(receipt, "copy_seconds", 0),
+                   receipt_figure<double>(receipt, "copy_seconds", 0), into_which_buffer(receipt),
                    receipt_figure<double>(receipt, "free_seconds", 0),
                    static_cast<double>(record.left_on_card) / 1048576.0);
                done(std::move(outcome));

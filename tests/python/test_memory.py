@@ -8,7 +8,7 @@ F = "isohost_test_funcs:"
 MIB = 1024 * 1024
 
 REPORT_FIELDS = {"pid", "torch", "torch_imported", "cuda_initialized", "cuda_module_loading",
-                 "device", "allocator", "release_can_free", "asleep"}
+                 "device", "allocator", "release_can_free", "asleep", "sleep_buffer"}
 RECEIPT_FIELDS = {"rss_before", "rss_after", "reserved_before", "reserved_after",
                   "gc_collected", "callbacks", "seconds"}
 
@@ -23,6 +23,8 @@ def test_memory_report_without_torch(worker):
     assert report["cuda_module_loading"] is None
     assert report["device"] is None and report["allocator"] is None
     assert report["asleep"] is None
+    assert report["sleep_buffer"] == {"state": "idle", "because": None, "need": 0, "capacity": 0,
+                                      "faulted": 0}
 
 
 def test_memory_report_names_cuda_module_loading(spawn):

@@ -10,7 +10,9 @@ then, never at values.
 import errno
 import gc
 import os
+import re
 import threading
+import time
 import warnings
 
 import pytest
@@ -115,7 +117,8 @@ def test_receipt_fields():
     receipt = sleep.sleep_storages("cpu")
     assert set(receipt) == {"asleep", "bytes", "storages", "left_on_card", "reserved_before",
                             "reserved_after", "seconds", "find_seconds", "copy_seconds",
-                            "free_seconds", "staging_bytes"}
+                            "free_seconds", "staging_bytes", "host_buffer", "minor_faults"}
+    assert receipt["host_buffer"] in ("new", "kept") and receipt["minor_faults"] >= 0
     assert set(receipt["left_on_card"]) == {"storages", "bytes", "reasons"}
     assert receipt["reserved_before"] is None and receipt["reserved_after"] is None
     parts = [receipt[k] for k in ("find_seconds", "copy_seconds", "free_seconds")]
@@ -406,7 +409,7 @@ def test_faulting_ahead_or_not_brings_the_same_bytes_back(monkeypatch, threads):
 
 def test_a_kernel_that_will_not_fault_ahead_is_named_in_the_receipt(monkeypatch):
     monkeypatch.setenv(populate.THREADS_ENV, "2")
-    monkeypatch.setattr(populate, "_MADV_POPULATE_WRITE", -1)  # advice no kernel knows: EINVAL
+    monkeypatch.setattr(populate, "MADV_POPULATE_WRITE", -1)  # advice no kernel knows: EINVAL
     tensor = torch.randint(0, 256, (3 * MIB,), dtype=torch.uint8)
     expected = _snapshot([tensor])
     receipt = sleep.sleep_storages("cpu", chunk_bytes=MIB)
@@ -576,3 +579,115 @@ def test_a_larger_sleep_maps_a_new_buffer_and_a_release_drops_it():
     assert sleep._kept.capacity >= large.nbytes
     memory.release()
     assert sleep._kept is None
+
+
+# --- the host buffer prepared while the worker idles (sleep_prepare.py) ---------------------
+
+def _stand_in(spawn, after):
+    # A staging area of 2 MiB, whose pages the first sleep faults in too.
+    return spawn(environ={"ISOHOST_SLEEP_CPU_STAND_IN": "1", "ISOHOST_SLEEP_PREPARE_AFTER_S": after,
+                          "ISOHOST_SLEEP_STAGING_MIB": "1"})
+
+
+def _sleep_buffer(worker):
+    return worker.request("memory")["value"]["sleep_buffer"]
+
+
+def _wait_for_buffer(worker, *states):
+    """The worker's sleep_buffer report once its state is one of `states` (the preparer's
+    thread sets it; there is no event to wait on from outside but the report)."""
+    deadline = time.monotonic() + 60
+    while True:
+        report = _sleep_buffer(worker)
+        if report["state"] in states:
+            return report
+        assert time.monotonic() < deadline, report
+        time.sleep(0.005)
+
+
+def _sleep_and_wake(worker, fingerprint):
+    receipt = worker.request("sleep")["value"]
+    assert receipt["asleep"] is True, receipt
+    assert worker.request("wake")["value"]["woken"] is True
+    assert worker.value(STAGES + "model_fingerprint") == fingerprint
+    return receipt
+
+
+def test_an_idle_worker_faults_its_first_sleeps_buffer_in_and_the_sleep_takes_no_faults(spawn):
+    cold, warm = _stand_in(spawn, "off"), _stand_in(spawn, "0")
+    receipts = []
+    for worker in (cold, warm):
+        held = worker.value(STAGES + "hold_model", 128 * MIB, 8, "cpu")
+        fingerprint = worker.value(STAGES + "model_fingerprint")
+        # A first sleep faults in what any first sleep does (the staging area, the copies'
+        # own first use); a release then drops the host buffer, and a call arms the preparer.
+        _sleep_and_wake(worker, fingerprint)
+        assert worker.request("release")["ok"] is True
+        assert worker.value(STAGES + "model_fingerprint") == fingerprint
+        if worker is warm:
+            report = _wait_for_buffer(worker, "ready", "skipped")
+            assert report["state"] == "ready", report
+            assert report["faulted"] >= report["need"] >= held["bytes"], report
+            assert report["capacity"] >= report["need"]
+        receipts.append(_sleep_and_wake(worker, fingerprint))
+    assert _sleep_buffer(cold)["state"] == "off"
+    assert _sleep_buffer(cold)["because"] == "ISOHOST_SLEEP_PREPARE_AFTER_S=off"
+    # Kept after the wake: the next sleep finds it as any wake's buffer.
+    receipts.append(_sleep_and_wake(warm, fingerprint))
+    assert [r["host_buffer"] for r in receipts] == ["new", "prepared", "kept"]
+    # A new buffer faults each of its 64 huge (or 32768 small) pages in during the copy; the
+    # prepared one was faulted in before, as the kept one was by the sleep before.
+    new, prepared, kept = (r["minor_faults"] for r in receipts)
+    assert new >= kept + 64 and prepared <= kept + 16, (new, prepared, kept)
+
+
+def test_an_interrupted_preparation_goes_on_from_where_it_stopped(spawn):
+    from isohost_worker import sleep_prepare
+
+    worker = _stand_in(spawn, "0")
+    worker.value(STAGES + "hold_model", 160 * MIB, 4, "cpu")
+    _wait_for_buffer(worker, "ready")
+    assert worker.request("release")["ok"] is True  # drops it, and prepares nothing after
+    report = _sleep_buffer(worker)
+    assert (report["state"], report["capacity"]) == ("idle", 0), report
+    # A call stopped by an op after two chunks, as the runtime's stop() does it.
+    need, faulted = worker.value("isohost_sleep_funcs:fault_in_part_of_a_prepared_buffer", 2)
+    assert faulted == 2 * sleep_prepare.CHUNK < need
+    # That call ended: the preparer takes the rest.
+    report = _wait_for_buffer(worker, "ready")
+    assert report["faulted"] == report["need"] == need and report["capacity"] == need, report
+    fingerprint = worker.value(STAGES + "model_fingerprint")
+    assert _sleep_and_wake(worker, fingerprint)["host_buffer"] == "prepared"
+
+
+def test_a_worker_without_torch_starts_no_preparer(worker):
+    assert worker.value("isohost_test_funcs:add", 1, 2) == 3
+    assert _sleep_buffer(worker) == {"state": "idle", "because": None, "need": 0, "capacity": 0,
+                                     "faulted": 0}
+    assert "isohost-sleep-prepare" not in worker.value("isohost_sleep_funcs:thread_names")
+
+
+@pytest.mark.parametrize("after", ["soon", "-1", "nan"])
+def test_a_bad_idle_time_turns_preparing_off_and_says_why(spawn, after):
+    worker = _stand_in(spawn, after)
+    worker.value(STAGES + "hold_model", MIB, 4, "cpu")
+    report = _sleep_buffer(worker)
+    assert report["state"] == "off", report
+    assert report["because"].startswith("ISOHOST_SLEEP_PREPARE_AFTER_S=%r: " % after)
+    fingerprint = worker.value(STAGES + "model_fingerprint")
+    assert _sleep_and_wake(worker, fingerprint)["host_buffer"] == "new"
+    worker.send({"op": "shutdown"})
+    assert worker.wait() == 0
+    assert "not preparing sleeps' host buffers: ISOHOST_SLEEP_PREPARE_AFTER_S" in worker.stderr()
+
+
+def test_too_little_ram_left_skips_the_preparation_and_says_how_much(spawn):
+    worker = _stand_in(spawn, "0")
+    worker.value("isohost_sleep_funcs:keep_all_ram_available")
+    worker.value(STAGES + "hold_model", 8 * MIB, 4, "cpu")
+    report = _wait_for_buffer(worker, "skipped")
+    assert report["capacity"] == 0, report
+    assert re.fullmatch(r"\d+ MiB would leave \d+ of the machine's \d+ MiB available, under a "
+                        r"quarter", report["because"]), report
+    fingerprint = worker.value(STAGES + "model_fingerprint")
+    assert _sleep_and_wake(worker, fingerprint)["host_buffer"] == "new"

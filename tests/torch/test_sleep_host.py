@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,20 @@ from conftest import live
 HERE = Path(__file__).resolve().parent
 MIB = 1 << 20
 
-# Env "m": this interpreter (it has torch), the stand-in on. Env "a" (the served host's own):
-# /usr/bin/python3 without torch.
+# Env "m": this interpreter (it has torch), the stand-in on, its host buffer made by its first
+# sleep (never faulted in ahead while it idles). Env "p": the same, faulting it in as soon as a
+# call ends. Env "a" (the served host's own): /usr/bin/python3 without torch.
 MODEL_ENV = """
 [env.m]
 python = "%s"
 path = ["%s"]
-env = { ISOHOST_SLEEP_CPU_STAND_IN = "1" }
-""" % (sys.executable, HERE / "fixtures")
+env = { ISOHOST_SLEEP_CPU_STAND_IN = "1", ISOHOST_SLEEP_PREPARE_AFTER_S = "off" }
+
+[env.p]
+python = "%s"
+path = ["%s"]
+env = { ISOHOST_SLEEP_CPU_STAND_IN = "1", ISOHOST_SLEEP_PREPARE_AFTER_S = "0" }
+""" % (sys.executable, HERE / "fixtures", sys.executable, HERE / "fixtures")
 
 
 @pytest.fixture
@@ -31,9 +38,9 @@ def host(tmp_path):
     served.close()
 
 
-def model(host, nbytes=48 * MIB):
-    host.call("isohost_worker.stages:hold_model", nbytes, 12, "cpu", env="m")
-    return host.call("isohost_worker.stages:model_fingerprint", env="m")["sha256"]
+def model(host, nbytes=48 * MIB, env="m"):
+    host.call("isohost_worker.stages:hold_model", nbytes, 12, "cpu", env=env)
+    return host.call("isohost_worker.stages:model_fingerprint", env=env)["sha256"]
 
 
 def worker(host, env="m"):
@@ -55,7 +62,7 @@ def test_a_sleeping_worker_is_asleep_in_ps_and_the_next_call_wakes_it_with_its_m
     assert shown["sleep"]["bytes"] == slept["bytes"]
     assert counters(host)["sleeps"] == 1
     host.wait_log(r"worker 'm' \(pid %d, generation 1\) is asleep: \d+ MiB in \d+ storages moved "
-                  r"into its host RAM in [\d.]+ s \(found in [\d.]+, copied in [\d.]+, freed in "
+                  r"into its host RAM in [\d.]+ s \(found in [\d.]+, copied in [\d.]+ into new memory, freed in "
                   r"[\d.]+; \d+ MiB left on the card\)" % pid)
     # Asleep again: said so, nothing moves; a release would wake it, so it is not sent.
     assert host.ask("sleep", env="m")["already"] is True
@@ -104,6 +111,21 @@ def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_until_a_release(host)
     released = host.ask("release", env="m")
     assert released.get("released", True) is True and "rss_after" in released, released
     assert lazy_free(pid) <= before + MIB
+
+
+def test_a_worker_idle_after_a_call_sleeps_into_the_buffer_it_prepared(host):
+    fingerprint = model(host, env="p")
+    pid = worker(host, "p")["pid"]
+    deadline = time.monotonic() + 60
+    # Until the worker's thread has faulted the buffer in; each look, a call, pauses it.
+    while host.call("isohost_sleep_funcs:sleep_buffer", env="p")["state"] != "ready":
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    slept = host.ask("sleep", env="p")
+    assert slept["asleep"] is True and slept["host_buffer"] == "prepared", slept
+    host.wait_log(r"worker 'p' \(pid %d, generation 1\) is asleep: .* copied in [\d.]+ into "
+                  r"prepared memory, freed in " % pid)
+    assert host.call("isohost_worker.stages:model_fingerprint", env="p")["sha256"] == fingerprint
 
 
 def test_a_hibernation_that_cannot_happen_leaves_an_asleep_worker_asleep(host):
