@@ -8,7 +8,9 @@
 //   switch.reap_and_start    the idle worker reaped, the called environment started fresh and
 //                            its 10 GiB made again;
 //   switch.in_process_move   one process moving the same model to host RAM and back with
-//                            Module.to("cpu") / .to("cuda"), as a single-process ComfyUI does.
+//                            Module.to("cpu") / .to("cuda"), new pageable memory each time;
+//   switch.in_process_move_pinned  the same into host tensors pinned once before (not timed),
+//                            as a single-process ComfyUI keeping its offloaded weights pinned.
 // Needs torch with CUDA, and a card with at least 23 GiB free.
 
 #include <fcntl.h>
@@ -298,18 +300,28 @@ std::vector<Figure> bench_switch(const BenchOptions& options) {
 
   // One process, one model, moved out and back.
   for (const char* env : kEnvs) reap_and_wait(pool, env, 0, 0);
-  const auto moved =
-      pool.call(kEnvs[0], std::string(kStages) + "in_process_move", {kModel, move_rounds}).get();
-  if (!moved.value("intact", false)) {
-    throw std::runtime_error("bench switch: the in-process move changed the model: " +
-                             moved.dump());
-  }
-  auto move_ms = moved.at("switch_ms").get<std::vector<double>>();
+  auto move_in_process = [&](bool pinned) {
+    const auto moved = pool.call(kEnvs[0], std::string(kStages) + "in_process_move",
+                                 {kModel, move_rounds, 40, pinned})
+                           .get();
+    if (!moved.value("intact", false)) {
+      throw std::runtime_error("bench switch: the in-process move changed the model: " +
+                               moved.dump());
+    }
+    if (pinned && moved.at("pin_ms").is_number()) {
+      std::cerr << "bench switch: pinning the in-process model's host copy took "
+                << moved.at("pin_ms").get<double>() << " ms, once, before its rounds\n";
+    }
+    return moved.at("switch_ms").get<std::vector<double>>();
+  };
+  auto move_ms = move_in_process(false);
+  auto pinned_move_ms = move_in_process(true);
 
   return {
       with_target(summarize("switch.sleep_per_switch", "ms", sleep_switch)),
       with_target(summarize("switch.reap_and_start", "ms", reap_switch)),
       with_target(summarize("switch.in_process_move", "ms", move_ms)),
+      with_target(summarize("switch.in_process_move_pinned", "ms", pinned_move_ms)),
   };
 }
 

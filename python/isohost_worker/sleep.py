@@ -757,6 +757,16 @@ def kept_faulted():
     return 0 if kept is None else kept.faulted
 
 
+def staging_bytes():
+    """The staging area's size, made or to be made ($ISOHOST_SLEEP_STAGING_MIB)."""
+    return 2 * _chunk_bytes(None)
+
+
+def prepare_staging(torch, device_type):
+    """Make the staging area the next sleep would make (sleep_prepare.py)."""
+    _staging_for(torch, device_type, _chunk_bytes(None))
+
+
 def buffer_to_prepare(torch, nbytes):
     """The host buffer an idle worker faults in for a sleep of `nbytes` (sleep_prepare.py): the
     kept one where it is large enough, else a new one that replaces it, kept from now on."""

@@ -5,8 +5,8 @@ A sleep's copy into fresh memory waits for the kernel to fault and zero every pa
 on the H100, three times the pinned copy, where a copy into pages already in place runs at
 33-43. A wake keeps its buffer for the next sleep (sleep._kept), but a worker's first sleep at a
 size has none. So once the main lane has idled for $ISOHOST_SLEEP_PREPARE_AFTER_S seconds after
-a call, a thread of the runtime's walks for what a sleep would move, maps a buffer that large
-(or takes the kept one), faults it in a chunk at a time and gives its pages to the kernel to
+a call, a thread of the runtime's walks for what a sleep would move, makes the staging area
+where the worker holds enough, maps a buffer that large (or takes the kept one), faults it in a chunk at a time and gives its pages to the kernel to
 take back lazily (MADV_FREE), as a wake does: until the kernel needs them, the sleep rewrites
 them without a fault. Whatever reaches the main lane stops it first (stop, within one chunk),
 so an op waits at most for one chunk or one walk, never for a whole buffer.
@@ -27,6 +27,11 @@ DEFAULT_AFTER_S = 1.0
 # What the thread faults in between two looks at whether the main lane wants it to stop: 2 ms
 # of zeroing on the H100, the most an op waits for it.
 CHUNK = 32 << 20
+# The staging area (pinned, 128 MiB by default) is made ahead too where the worker holds at least
+# this many times its size: pinning it costs a fresh worker's first sleep about 72 ms (573 ms/GiB
+# on the H200), and a worker holding that much is one a sleep would pay off for. Pinning is one driver call,
+# not stopped half-way: the one op that arrives meanwhile waits for it, once in a worker's life.
+STAGING_AHEAD_FACTOR = 8
 # A buffer is prepared only where this share of the machine's RAM stays available beside it:
 # its pages are the kernel's to take back, but making them still pushes out the page cache.
 KEEP_AVAILABLE = 0.25
@@ -119,6 +124,8 @@ class _Preparer:
             if short is not None:
                 self._skip(short)
                 return
+        if self.need >= STAGING_AHEAD_FACTOR * sleep.staging_bytes():
+            sleep.prepare_staging(torch, device_type)
         buffer = sleep.buffer_to_prepare(torch, self.need)
         already = buffer.faulted
         failed = buffer.fault_in(CHUNK, stopped, self.need)

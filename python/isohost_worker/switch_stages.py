@@ -4,9 +4,10 @@ In a worker, as call targets:
 
     load_model(nbytes, pieces=40)        reserve_vram(nbytes) first, so the host's admission makes
                                          room; then stages.hold_model; returns the checksum
-    in_process_move(nbytes, rounds=3)    one process moving a model to host RAM and back with
-                                         Module.to("cpu") / .to("cuda"), as a single-process
-                                         ComfyUI offloads one model for another
+    in_process_move(nbytes, rounds=3, pinned=False)
+                                         one process moving a model to host RAM and back, as a
+                                         single-process ComfyUI offloads one model for another:
+                                         Module.to (pageable), or into host tensors pinned once
 
 As a process of its own, not an isohost worker (the foreign process on the card):
 
@@ -70,33 +71,60 @@ def _checksum(module):
     return sum(float(torch.sum(p, dtype=torch.float64).item()) for p in module.parameters())
 
 
-def in_process_move(nbytes, rounds=3, pieces=40):
+def in_process_move(nbytes, rounds=3, pieces=40, pinned=False):
     """Make a model of `nbytes` on the card, then `rounds` times move it to host RAM and back as
-    one process does (`Module.to`, pageable host memory), each direction timed to its last byte.
-    Answers the times in ms and whether the checksum came back the same."""
+    one process does, each direction timed to its last byte and the card's memory given back
+    (empty_cache) before the move in. Pageable (`pinned` false): `Module.to("cpu")` and
+    `.to("cuda")`, new host memory each time. Pinned: into host tensors pinned once, before the
+    rounds (that time answered apart), as a single-process ComfyUI that keeps its offloaded
+    weights pinned does. Answers the times in ms and whether the checksum came back the same."""
     import torch
 
     module = _module_of(nbytes, pieces)
     before = _checksum(module)
-    moved = sum(p.numel() * p.element_size() for p in module.parameters())
+    parameters = list(module.parameters())
+    moved = sum(p.numel() * p.element_size() for p in parameters)
+    pin_started = time.perf_counter()
+    hosts = [torch.empty_like(p, device="cpu", pin_memory=True) for p in parameters] if pinned else []
+    pin_ms = (time.perf_counter() - pin_started) * 1000.0
     out_ms, in_ms, switch_ms = [], [], []
     for _ in range(int(rounds)):
         torch.cuda.synchronize()
         start = time.perf_counter()
-        module.to("cpu")
-        torch.cuda.synchronize()
+        _move_out(torch, module, parameters, hosts)
+        torch.cuda.empty_cache()
         middle = time.perf_counter()
-        module.to("cuda")
+        _move_in(torch, module, parameters, hosts)
         torch.cuda.synchronize()
         end = time.perf_counter()
         out_ms.append((middle - start) * 1000.0)
         in_ms.append((end - middle) * 1000.0)
         switch_ms.append((end - start) * 1000.0)
     after = _checksum(module)
-    del module
+    del module, parameters, hosts
     torch.cuda.empty_cache()
-    return {"bytes": moved, "out_ms": out_ms, "in_ms": in_ms, "switch_ms": switch_ms,
-            "intact": before == after, "checksum": before}
+    return {"bytes": moved, "pinned": bool(pinned), "pin_ms": pin_ms if pinned else None,
+            "out_ms": out_ms, "in_ms": in_ms, "switch_ms": switch_ms, "intact": before == after,
+            "checksum": before}
+
+
+def _move_out(torch, module, parameters, hosts):
+    if not hosts:
+        module.to("cpu")
+        return
+    for parameter, host in zip(parameters, hosts):
+        host.copy_(parameter.data, non_blocking=True)
+    torch.cuda.synchronize()
+    for parameter, host in zip(parameters, hosts):
+        parameter.data = host
+
+
+def _move_in(torch, module, parameters, hosts):
+    if not hosts:
+        module.to("cuda")
+        return
+    for parameter, host in zip(parameters, hosts):
+        parameter.data = host.to("cuda", non_blocking=True)
 
 
 def fill(room):
