@@ -1,9 +1,10 @@
 // `isohost bench sleep`: a worker's sleep (its torch storages into its host RAM) and wake, per
 // GiB, beside the pinned copy measured in the same run (a fresh worker's first sleep apart, as
-// it comes at once after the load and once the worker has idled and prepared its buffer); then the hibernation of a worker holding
-// a 10 GiB model (sleep, then the driver's checkpoint of what is left) and its wake, beside the
-// one-second target. Needs torch with CUDA in the worker; the hibernation figures also need the
-// driver's checkpoint API (CUDA 12.8+ driver) and are left out, with the reason, without it.
+// it comes at once after the load and once the worker has idled and prepared its buffer); then the
+// hibernation of a worker holding a 10 GiB model (sleep, then the driver's checkpoint of what is
+// left) and its wake, beside the one-second target. Needs torch with CUDA in the worker; the
+// hibernation figures also need the driver's checkpoint API (CUDA 12.8+ driver) and are left out,
+// with the reason, without it.
 
 #include <cmath>
 #include <cstdint>
@@ -167,8 +168,10 @@ std::optional<double> first_sleep_after_idle(pool::Pool& pool, std::uint64_t hel
   check_intact(pool, expected, "after a first sleep into a prepared buffer");
   const auto into = trip.out_receipt.value("host_buffer", nlohmann::json());
   if (into != "prepared") {
-    throw std::runtime_error("bench sleep: the worker said its buffer was ready, but its sleep "
-                             "went into " + into.dump() + " memory");
+    throw std::runtime_error(
+        "bench sleep: the worker said its buffer was ready, but its sleep "
+        "went into " +
+        into.dump() + " memory");
   }
   return trip.out_ms / (trip.bytes / kGiB);
 }
@@ -212,9 +215,9 @@ std::vector<Figure> bench_sleep(const BenchOptions& options) {
                    kD2hLimit));
     if (const auto after_idle = first_sleep_after_idle(pool, held)) {
       std::vector<double> sample{*after_idle};
-      figures.push_back(with_limit(
-          summarize("sleep.out_per_GiB_" + size + "_first_after_idle", "ms", sample), d2h,
-          kD2hLimit));
+      figures.push_back(
+          with_limit(summarize("sleep.out_per_GiB_" + size + "_first_after_idle", "ms", sample),
+                     d2h, kD2hLimit));
     }
     figures.push_back(
         with_limit(summarize("sleep.out_per_GiB_" + size, "ms", out_per_gib), d2h, kD2hLimit));

@@ -13,6 +13,8 @@ A real `isohost serve`, driven through `isohost sleep/wake/hibernate/call/ps --j
   (d) 50 sleep/wake cycles of a 1 GiB model, the fingerprint the same at the end;
   (e) a hibernation sleeps first: the answer shows the model's bytes slept and the driver moved
       only about the context; the wake restores it, the fingerprint the same;
+  (f) a worker idle after its load prepares its first sleep (pinned staging, its host buffer
+      faulted in): the sleep goes into that buffer with almost no page faults;
   (c) a worker killed -9 while asleep, and one killed mid-sleep, leave nothing on the card (no
       process in nvidia-smi, the card's memory back) nor in host memory, and the host serves on.
 """
@@ -97,6 +99,14 @@ def raw_read():
             "sha256": hashlib.sha256(back.raw[:_raw["nbytes"]]).hexdigest()}
 
 
+def sleep_buffer():
+    """What the worker's preparer did while it idled (sleep_prepare.py), and whether the pinned
+    staging area is made."""
+    from isohost_worker import sleep, sleep_prepare
+
+    return dict(sleep_prepare.report(), staging=sleep._staging is not None)
+
+
 def aliasing():
     """Whether hold_model's view is still a view of its parameter, and every tensor on the card."""
     from isohost_worker import stages
@@ -136,7 +146,7 @@ def mem_available():
 
 
 class Host(ServedHost):
-    ENVS = ("model", "raw", "cycle", "hib", "victim")
+    ENVS = ("model", "raw", "cycle", "hib", "victim", "idle")
 
     def __init__(self, tmp):
         with open(os.path.join(tmp, "sleep_checks.py"), "w") as f:
@@ -190,6 +200,34 @@ def check_sleep_of_a_model(host):
                                                                 w["state"], json.dumps(shape)))
     check("the woken worker's VRAM is back (nvidia-smi)", within(apps().get(pid), before, 0.03),
           "%s, before the sleep %s" % (mib(apps().get(pid)), mib(before)))
+
+
+def check_prepared_first_sleep(host):
+    """(f) a worker idle after its load pins its staging and faults its host buffer in; its
+    first sleep goes into that memory, with almost no page faults, and wakes intact."""
+    host.call("idle", "open_cuda_context")
+    held = host.call("idle", "hold_model", "[%d]" % (2 * GIB))
+    expected = host.fingerprint("idle")
+    report = {}
+    deadline = time.time() + 60
+    while time.time() < deadline:  # each look is a call, which pauses the preparer
+        report = host.call("idle", "sleep_buffer", module="sleep_checks")
+        if report.get("state") in ("ready", "skipped", "off"):
+            break
+        time.sleep(0.05)
+    check("an idle worker prepares its first sleep: staging pinned, buffer faulted in",
+          report.get("state") == "ready" and report.get("staging") is True
+          and report.get("faulted", 0) >= report.get("need", 1) >= held["bytes"],
+          json.dumps(report))
+    answer = host.op("sleep", "idle")
+    faults = answer.get("minor_faults", -1)
+    check("its first sleep copies into the prepared buffer with almost no page faults",
+          answer.get("asleep") is True and answer.get("host_buffer") == "prepared"
+          and 0 <= faults < 1000,
+          "host_buffer %s, %s minor faults, copy %.3f s for %s" % (
+              answer.get("host_buffer"), faults, answer.get("copy_seconds", -1), mib(answer.get("bytes"))))
+    check("and wakes with every byte the same", host.fingerprint("idle") == expected, "")
+    host.reap("idle")
 
 
 def check_raw_allocation(host):
@@ -332,6 +370,7 @@ def main_checks(tmp):
     host = Host(tmp)
     try:
         check_sleep_of_a_model(host)
+        check_prepared_first_sleep(host)
         check_raw_allocation(host)
         fingerprint = check_cycles(host)
         check_hibernation_sleeps_first(host)
