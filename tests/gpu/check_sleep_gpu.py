@@ -154,6 +154,10 @@ class Host(ServedHost):
         config = "[host]\nidle_release_seconds = 0\nidle_reap_seconds = 0\n"
         for env in self.ENVS:
             config += '[env.%s]\npython = "python3"\npath = ["%s"]\n' % (env, tmp)
+            if env == "idle":
+                # The checks look at it through calls, each of which restarts its idle time:
+                # its preparer starts as soon as a call ends, and each look pauses it.
+                config += 'env = { ISOHOST_SLEEP_PREPARE_AFTER_S = "0" }\n'
         super().__init__(ISOHOST, tmp, config)
 
     def fingerprint(self, env):
