@@ -769,12 +769,14 @@ def prepare_staging(torch, device_type):
 
 def buffer_to_prepare(torch, nbytes):
     """The host buffer an idle worker faults in for a sleep of `nbytes` (sleep_prepare.py): the
-    kept one where it is large enough, else a new one that replaces it, kept from now on."""
+    kept one where it is large enough, else a new one that replaces it, kept from now on. A new
+    one has a sixteenth more room, not faulted in, so that a model that grows a little between
+    calls does not have its buffer mapped and faulted in again each time."""
     global _kept
     if _kept is not None and _kept.capacity >= nbytes:
         return _kept
     drop_kept()
-    _kept = _HostBuffer(torch, nbytes)
+    _kept = _HostBuffer(torch, _aligned(nbytes + nbytes // 16))
     _kept.origin = "prepared"
     return _kept
 

@@ -655,7 +655,7 @@ def test_an_interrupted_preparation_goes_on_from_where_it_stopped(spawn):
     assert faulted == 2 * sleep_prepare.CHUNK < need
     # That call ended: the preparer takes the rest.
     report = _wait_for_buffer(worker, "ready")
-    assert report["faulted"] == report["need"] == need and report["capacity"] == need, report
+    assert report["faulted"] == report["need"] == need <= report["capacity"], report
     fingerprint = worker.value(STAGES + "model_fingerprint")
     assert _sleep_and_wake(worker, fingerprint)["host_buffer"] == "prepared"
 
