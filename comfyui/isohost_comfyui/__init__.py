@@ -40,7 +40,7 @@ import nodes  # noqa: E402
 
 import isohost  # noqa: E402
 
-from . import bridge, catalog, settings as settings_module, standins, status_route  # noqa: E402
+from . import bridge, catalog, held, settings as settings_module, standins, status_route  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
 
 NODE_CLASS_MAPPINGS = {}
@@ -139,6 +139,7 @@ def _start():
     atexit.register(host.close)
     runner = standins.Runner(host, worker_settings(settings.host_config.get("env", {})),
                              settings.interrupt_grace_seconds)
+    held.install(runner)
     bridge.serve(host)
     bridge.join_memory_managers(host)
     cache = catalog.Catalog(settings.scan_cache)

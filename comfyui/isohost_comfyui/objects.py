@@ -44,14 +44,23 @@ class LiveNodes:
 
 
 def _prompt_nodes(prompt_id):
+    prompt = running_prompt(prompt_id)
+    if prompt is None:  # not ComfyUI's server (a test harness, another host): keep everything
+        return None
+    return [[str(node_id), node.get("class_type")] for node_id, node in prompt.items()
+            if isinstance(node, dict)]
+
+
+def running_prompt(prompt_id):
+    """The prompt `prompt_id` as ComfyUI's queue runs it ({node id: {"class_type", "inputs"}}),
+    or None where there is no such server or prompt."""
     try:
         from server import PromptServer
 
         running = list(PromptServer.instance.prompt_queue.currently_running.values())
-    except Exception:  # not ComfyUI's server (a test harness, another host): keep everything
+    except Exception:
         return None
     for item in running:
         if len(item) > 2 and item[1] == prompt_id and isinstance(item[2], dict):
-            return [[str(node_id), node.get("class_type")] for node_id, node in item[2].items()
-                    if isinstance(node, dict)]
+            return item[2]
     return None

@@ -3,9 +3,11 @@
 
 A stand-in has everything ComfyUI reads from the real class (INPUT_TYPES, RETURN_TYPES, ...,
 as the worker described them), and its FUNCTION runs the real node in the pack's worker, on an
-instance kept there for this node id. IS_CHANGED and VALIDATE_INPUTS exist only where the real
-class has them, and the worker answers them; VALIDATE_INPUTS keeps the real one's parameter
-names, since ComfyUI passes only the inputs it names."""
+instance kept there for this node id; its outputs that hold tensors stay there (held.py).
+VALIDATE_INPUTS exists only where the real class has it, and the worker answers it, with the
+real one's parameter names, since ComfyUI passes only the inputs it names. IS_CHANGED is the
+worker's answer where the real class has one, with held.py's token beside it, and the token
+alone where not."""
 
 import keyword
 import logging
@@ -14,7 +16,7 @@ import comfy.model_management
 
 import isohost
 
-from . import errors, objects
+from . import errors, held, objects
 from .models import refuse_model_inputs
 from .worker_settings import reference as settings_reference
 
@@ -41,6 +43,10 @@ class Runner:
         # to check and encode). A worker that lacks them (a new one, after a reap the runner
         # did not see) raises SettingsNeeded, and the call goes again with them.
         self._settled = set()
+        self.held = held.HeldBook(self)
+        # Whether outputs stay in their workers: only with ComfyUI's inputs hooked, so that a
+        # node in process never meets a Held (held.install).
+        self.keep_outputs = False
 
     def call(self, env, node, function, *args, **kwargs):
         try:
@@ -120,25 +126,37 @@ def make(runner, env, pack_dir, name, description):
         if key in description:
             attrs[key] = tuple(description[key])
 
+    outputs = len(attrs.get("RETURN_TYPES", ()))
+    output_is_list = [bool(flag) for flag in attrs.get("OUTPUT_IS_LIST", ())][:outputs]
+    output_is_list += [False] * (outputs - len(output_is_list))
+
     def run_isolated(self, **inputs):
-        refuse_model_inputs(inputs, name)
-        prompt_id, node_id = objects.executing()
         # In order, as items: a dict that is plain JSON would cross as JSON, out of order.
-        return runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
-                           list(inputs.items()), live=runner.live_nodes.for_call(env, prompt_id))
+        items = runner.held.inputs_for(env, list(inputs.items()))
+        refuse_model_inputs(dict(items), name)
+        prompt_id, node_id = objects.executing()
+        keep = (runner.held.keep_modes(env, prompt_id, node_id, output_is_list)
+                if runner.keep_outputs else None)
+        result = runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
+                             items, live=runner.live_nodes.for_call(env, prompt_id), keep=keep,
+                             drop=runner.held.let_go_since(env))
+        return runner.held.wrap(env, name, result, output_is_list)
 
     attrs["run_isolated"] = run_isolated
     if description.get("check_lazy_status"):
         def check_lazy_status(self, **inputs):
             node_id = objects.executing()[1] or "object-%x" % id(self)
             return runner.call(env, name, "check_lazy_status", pack_dir, name, node_id,
-                               list(inputs.items()))
+                               runner.held.inputs_for(env, list(inputs.items())))
 
         attrs["check_lazy_status"] = check_lazy_status
     if description.get("is_changed"):
         attrs["IS_CHANGED"] = classmethod(
-            lambda cls, **inputs: runner.call(env, name, "is_changed", pack_dir, name,
-                                              list(inputs.items())))
+            lambda cls, **inputs: held.with_token(
+                runner.call(env, name, "is_changed", pack_dir, name, list(inputs.items())),
+                runner.held.token(env)))
+    else:
+        attrs["IS_CHANGED"] = classmethod(lambda cls, **inputs: runner.held.token(env))
     if description.get("validate_inputs"):
         attrs["VALIDATE_INPUTS"] = _validate_inputs(runner, env, pack_dir, name,
                                                     description["validate_inputs"])

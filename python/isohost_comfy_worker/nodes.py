@@ -7,22 +7,24 @@ first (comfy_env.prepare), so a fresh worker after a crash or reap serves the ne
 
 import inspect
 
-from isohost_comfy_worker import comfy_env, packs, values
+from isohost_comfy_worker import comfy_env, held, packs, values
 
 # (pack_dir, class name, node id) -> the node object ComfyUI would hold.
 _instances = {}
 
 
-def run(pack_dir, class_name, node_id, kwargs, settings, live=None):
+def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, drop=None):
     """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments (a dict, or
     its items in order: a node that takes **kwargs may read them in order); returns what it
     returned (a tuple, or {"ui": ..., "result": ...}). `live`: the running prompt's [node id,
     class] pairs, at the first node of a new prompt; the objects of other nodes are dropped, as
-    ComfyUI drops its own."""
+    ComfyUI drops its own. `keep`: per output, whether it stays here, marked, where it holds a
+    tensor (held.py); `drop`: the [pid, id] of held values the host let go of."""
     comfy_env.prepare(settings)
+    held.drop(drop)
     if live is not None:
         keep_only(live)
-    kwargs = dict(kwargs)
+    kwargs = dict(held.put_back(kwargs.items() if isinstance(kwargs, dict) else kwargs))
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
         result = _run_class_based(cls, cls.FUNCTION, kwargs)
@@ -32,7 +34,14 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None):
         result = _awaited_result(getattr(node, cls.FUNCTION)(**kwargs))
     values.refuse_models(result, class_name, getattr(cls, "RETURN_NAMES", None)
                          or getattr(cls, "RETURN_TYPES", ()))
+    if keep is not None:
+        result = held.keep_outputs(result, keep)
     return result
+
+
+def take_held(mark, settings):
+    """The value a held mark stands for, for a node that does not run in this worker."""
+    return held.take(mark)
 
 
 def is_changed(pack_dir, class_name, kwargs, settings):
@@ -59,7 +68,7 @@ def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):
     """The names of the lazy inputs the node needs evaluated before it runs (its
     check_lazy_status, on the instance kept for `node_id`; unevaluated inputs are None)."""
     comfy_env.prepare(settings)
-    kwargs = dict(kwargs)
+    kwargs = dict(held.put_back(kwargs.items() if isinstance(kwargs, dict) else kwargs))
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
         return _run_class_based(cls, "check_lazy_status", kwargs)

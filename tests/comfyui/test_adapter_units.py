@@ -152,3 +152,101 @@ def test_a_worker_sent_only_the_settings_key_asks_for_them_whole(monkeypatch):
     for other in ({"key": "0bad"}, {"args": {"cpu": True}, "folders": {}, "key": "0bad"}):
         with pytest.raises(RuntimeError, match="prepared for another ComfyUI"):
             comfy_env.prepare(other)
+
+
+# --- outputs kept in the worker (isohost_comfy_worker.held) -------------------------------
+
+def test_only_outputs_asked_for_and_holding_tensors_are_kept_and_marked():
+    import os
+
+    import torch
+
+    from isohost_comfy_worker import held
+
+    image, latent = torch.zeros(2), {"samples": torch.ones(3)}
+    before = held.count()
+    result = held.keep_outputs((image, "text", latent, [image, 7], image),
+                               [held.KEEP, held.KEEP, held.KEEP, held.KEEP_EACH, held.CROSS])
+    marks = [result[0], result[2], result[3][0]]
+    assert all(set(m) == {held.MARK, "pid"} and m["pid"] == os.getpid() for m in marks)
+    assert result[1] == "text" and result[3][1] == 7 and result[4] is image
+    assert held.count() == before + 3
+    # A stand-in of this environment sends the marks back; the worker puts the values in.
+    assert held.put_back([("a", result[0]), ("b", [result[2], 5])]) == [
+        ("a", image), ("b", [latent, 5])]
+    assert held.take(result[3][0]) is image
+    # {"ui", "result"} keeps its ui and marks its result.
+    ui = held.keep_outputs({"ui": {"x": [1]}, "result": (image,)}, [held.KEEP])
+    assert ui["ui"] == {"x": [1]} and held.MARK in ui["result"][0]
+    held.drop([[m["pid"], m[held.MARK]] for m in marks + [ui["result"][0]]])
+    assert held.count() == before
+
+
+def test_a_mark_of_another_process_or_one_let_go_is_refused_and_others_pids_are_not_dropped():
+    import os
+
+    import torch
+
+    from isohost_comfy_worker import held
+
+    (mark,) = held.keep_outputs((torch.zeros(1),), [held.KEEP])
+    held.drop([[os.getpid() + 1, mark[held.MARK]]])  # a replaced worker's id: not ours
+    assert held.take(mark) is not None
+    with pytest.raises(held.HeldValueGone, match="the worker that held it was replaced"):
+        held.put_back([("image", dict(mark, pid=os.getpid() + 1))])
+    held.drop([[os.getpid(), mark[held.MARK]]])
+    with pytest.raises(held.HeldValueGone, match="the host had let it go"):
+        held.take(mark)
+    with pytest.raises(TypeError, match="not a mark"):
+        held.take({"image": 1})
+
+
+def test_the_host_side_keeps_an_output_only_where_every_reader_is_of_its_environment(
+        monkeypatch):
+    held = _adapter_module_in_package("held")
+    prompt = {"1": {"class_type": "LoadImage", "inputs": {"image": "x.png"}},
+              "2": {"class_type": "A", "inputs": {"image": ["1", 0]}},
+              "3": {"class_type": "B", "inputs": {"image": ["2", 0], "mask": ["2", 1]}},
+              "4": {"class_type": "PreviewImage", "inputs": {"images": ["2", 1]}},
+              "5": {"class_type": "C", "inputs": {"image": ["2", 2]}}}
+    envs = {"A": "e", "B": "e", "C": "other"}
+    monkeypatch.setattr(held, "_env_of", envs.get)
+    monkeypatch.setattr(held.objects, "running_prompt", lambda prompt_id: prompt)
+    book = held.HeldBook(runner=None)
+    # Output 0: read by B (e); 1: by B and a preview; 2: by C (another environment); 3: by none.
+    assert book.keep_modes("e", "p", "2", [False, False, False, True]) == [
+        held.KEEP, held.CROSS, held.CROSS, held.KEEP_EACH]
+    assert book.keep_modes("e", None, "2", [False]) is None  # outside a prompt: nothing kept
+
+
+def test_a_token_changes_once_the_worker_holding_values_is_gone(monkeypatch):
+    held = _adapter_module_in_package("held")
+    book = held.HeldBook(runner=None)
+    first = book.token("e")
+    marked = book.wrap("e", "Node", ({held.MARK: 1, "pid": 4242},), [False])
+    assert isinstance(marked[0], held.Held) and marked[0].env == "e"
+    monkeypatch.setattr(held, "_start_time", lambda pid: b"100")
+    book._holder["e"] = (4242, b"100")
+    assert book.token("e") == first  # alive: the same token
+    monkeypatch.setattr(held, "_start_time", lambda pid: None)
+    assert book.token("e") != first  # gone
+    assert book.token("e") == book.token("e")
+    # A Held ComfyUI drops is let go of with the environment's next call.
+    del marked
+    assert book.let_go_since("e") == [[4242, 1]] and book.let_go_since("e") is None
+
+
+def _adapter_module_in_package(name):
+    """A module of the adapter that imports its siblings (`from . import objects`), loaded in a
+    package of its own so that they resolve without the package's __init__ (ComfyUI's node)."""
+    import importlib.util
+
+    package = types.ModuleType("isohost_comfyui_units")
+    package.__path__ = [str(REPO / "comfyui" / "isohost_comfyui")]
+    sys.modules.setdefault(package.__name__, package)
+    spec = importlib.util.spec_from_file_location(
+        package.__name__ + "." + name, REPO / "comfyui" / "isohost_comfyui" / (name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

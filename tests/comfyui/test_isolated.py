@@ -8,6 +8,7 @@ leaves ComfyUI running."""
 import hashlib
 import os
 import shutil
+import signal
 import time
 
 import pytest
@@ -64,7 +65,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 18, names  # seventeen test nodes and the class-based one
+    assert len(names) == 19, names  # eighteen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -154,6 +155,72 @@ def test_a_node_left_out_of_a_prompt_loses_its_object_as_in_process(isolated, in
         counts = [run_ok(server, counter(*ids)) for ids in (("7", "8"), ("8",), ("7", "8"))]
         assert [{n: c[n]["count"][0] for n in c} for c in counts] == \
             [{"7": 1, "8": 1}, {"8": 2}, {"7": 1, "8": 3}], server is isolated
+
+
+def chain(*extra):
+    """Load, Invert (2), Invert (3), HeldCount (4), Preview (5), and `extra` nodes from 6 on."""
+    workflow = {"1": IMAGE,
+                "2": {"class_type": "InvertIsohost", "inputs": {"image": ["1", 0]}},
+                "3": {"class_type": "InvertIsohost", "inputs": {"image": ["2", 0]}},
+                "4": {"class_type": "HeldCountIsohost", "inputs": {"image": ["3", 0]}},
+                "5": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}}}
+    workflow.update({str(6 + i): node for i, node in enumerate(extra)})
+    return workflow
+
+
+def run_images(server, workflow):
+    """(history outputs, {node id: [image bytes]}, the nodes ComfyUI served from its cache)."""
+    prompt_id = server.queue(workflow)
+    kind, message, history = server.finish(prompt_id)
+    assert kind == "execution_success", (message, server.log_tail())
+    cached = server.events(prompt_id, ("execution_cached",))[0][1]["data"]["nodes"]
+    return history["outputs"], server.output_files(history), cached
+
+
+PREVIEW_OF_2 = {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}
+SCALE_OF_2 = {"class_type": "ScaleImageIsohostSchema", "inputs": {"image": ["2", 0], "factor": 0.5}}
+
+
+def test_values_between_nodes_of_one_environment_stay_in_its_worker(isolated, in_process):
+    """Nodes 2 and 3's outputs are read by nodes of their own environment only: the worker
+    keeps them (HeldCount, node 4, counts them there), and the image that reaches ComfyUI's
+    preview is the one in process."""
+    outputs, images = {}, {}
+    for server in (isolated, in_process):
+        outputs[server], images[server], _ = run_images(server, chain())
+    assert outputs[isolated]["4"]["held"][0] >= 2 and outputs[in_process]["4"]["held"] == [-1]
+    assert images[isolated]["5"] == images[in_process]["5"]
+
+
+def test_a_kept_output_that_comfyui_hands_to_other_nodes_later_is_their_value(isolated,
+                                                                            in_process):
+    """Node 2's output was kept in the first prompt; in the second, ComfyUI serves node 2 from
+    its cache and hands that output to a node in process (a preview) and to a node of another
+    environment (ScaleImage, in "schema"): each gets the image itself."""
+    for server in (isolated, in_process):
+        run_images(server, chain())
+    images = {}
+    for server in (isolated, in_process):
+        _, images[server], cached = run_images(server, chain(PREVIEW_OF_2, SCALE_OF_2, {
+            "class_type": "PreviewImage", "inputs": {"images": ["7", 0]}}))
+        assert "2" in cached, (server is isolated, cached)
+    for node in ("5", "6", "8"):
+        assert images[isolated][node] == images[in_process][node], node
+
+
+def test_a_worker_lost_between_prompts_has_comfyui_run_its_nodes_again(isolated, in_process):
+    """The worker holding node 2's output is killed (as an idle reap would end it): the next
+    prompt runs node 2 again, where ComfyUI would otherwise hand its cached output, which names
+    a value no process holds any more, to a preview."""
+    run_images(isolated, chain())
+    pid = report(isolated)["pid"]
+    run_images(isolated, chain())
+    os.kill(pid, signal.SIGKILL)
+    isolated.wait_for_log("(pid %d, generation" % pid, "killed by SIGKILL while idle")
+    _, images, cached = run_images(isolated, chain(PREVIEW_OF_2))
+    assert "2" not in cached and "3" not in cached, cached
+    _, expected, _ = run_images(in_process, chain(PREVIEW_OF_2))
+    assert images["6"] == expected["6"] and images["5"] == expected["5"]
 
 
 def test_list_outputs_and_list_inputs_as_in_process(isolated, in_process):

@@ -303,6 +303,24 @@ class Invert:
         return (1.0 - image,)
 
 
+class HeldCount:
+    """IMAGE in and out; its UI says how many earlier nodes' outputs the worker running it holds
+    for later nodes (isohost_comfy_worker.held), and -1 in process, where there is no such
+    worker."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("IMAGE",)
+    OUTPUT_NODE = True
+    FUNCTION = "count"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    def count(self, image):
+        held = sys.modules.get("isohost_comfy_worker.held")
+        return {"ui": {"held": [-1 if held is None else held.count()]}, "result": (image,)}
+
+
 class LazySwitch:
     """Passes on one of two lazy inputs; ComfyUI evaluates only the one check_lazy_status
     asks for, so the other branch never runs."""
@@ -390,7 +408,7 @@ class JoinWords:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
+    Invert, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
     CheckpointName)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"

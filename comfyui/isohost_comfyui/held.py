@@ -1,0 +1,221 @@
+"""Outputs that stay in their worker (docs/comfyui.md, "Values that stay in the worker").
+
+An isolated node's output that holds a tensor stays in its worker
+(isohost_comfy_worker.held), and ComfyUI caches a Held in its place. The next stand-in of the
+same environment sends it back as a mark, so the value never crosses; any other node gets the
+value itself: the hook on ComfyUI's get_input_data fetches it (once) before such a node runs,
+and a stand-in of another environment fetches it to send on. A Held that ComfyUI drops is let go
+of with the environment's next call. Where the worker that held values is gone (reaped, killed),
+its stand-ins answer a new IS_CHANGED token, so ComfyUI runs them again instead of handing its
+cached, now empty, marks to the nodes after them."""
+
+import logging
+import math
+
+from . import objects
+
+MARK = "isohost_held"
+# What the worker does with each output (isohost_comfy_worker.held.keep_outputs).
+CROSS, KEEP, KEEP_EACH = 0, 1, 2
+_log = logging.getLogger("isohost")
+
+
+class Held:
+    """An output of node `node` kept by `env`'s worker (pid `pid`) under `id`."""
+
+    __slots__ = ("env", "node", "id", "pid", "_book", "_value", "_fetched")
+
+    def __init__(self, book, env, node, mark):
+        self.env, self.node = env, node
+        self.id, self.pid = mark[MARK], mark["pid"]
+        self._book = book
+        self._value = None
+        self._fetched = False
+
+    def mark(self):
+        return {MARK: self.id, "pid": self.pid}
+
+    def value(self):
+        """The value itself, fetched from the worker the first time."""
+        if not self._fetched:
+            self._value = self._book.fetch(self)
+            self._fetched = True
+        return self._value
+
+    def __del__(self):
+        try:
+            self._book.let_go(self)
+        except Exception:  # the interpreter is ending; the worker ends with it
+            pass
+
+    def __repr__(self):
+        return "<%s's output kept by isohost environment '%s' (pid %d, #%d)>" % (
+            self.node, self.env, self.pid, self.id)
+
+
+class HeldBook:
+    """Per environment: the Helds let go of since its last call, and which worker holds its
+    values, with the token its stand-ins' IS_CHANGED adds."""
+
+    def __init__(self, runner):
+        self._runner = runner
+        self._let_go = {}  # env -> [[pid, id]], appended from any thread (a Held's __del__)
+        self._holder = {}  # env -> (pid, start time) of the worker its Helds name
+        self._epoch = {}   # env -> how many such workers it has lost
+        self._readers = (None, {})  # (prompt id, {node id: {output: [class types reading it]}})
+
+    def keep_modes(self, env, prompt_id, node_id, output_is_list):
+        """Per output of the node, what its worker does with it: keep it (KEEP, or KEEP_EACH
+        item of a list output) where every node of the running prompt that reads it is a
+        stand-in of `env`, and nothing else would fetch it; else CROSS with the answer. None
+        outside a prompt ComfyUI's queue runs (nothing kept)."""
+        readers = self._readers_in(prompt_id)
+        if readers is None:
+            return None
+        by_output = readers.get(str(node_id), {})
+        return [(KEEP_EACH if as_list else KEEP)
+                if all(_env_of(t) == env for t in by_output.get(index, ())) else CROSS
+                for index, as_list in enumerate(output_is_list)]
+
+    def _readers_in(self, prompt_id):
+        if prompt_id is None:
+            return None
+        if self._readers[0] != prompt_id:
+            prompt = objects.running_prompt(prompt_id)
+            if prompt is None:
+                return None
+            self._readers = (prompt_id, _readers(prompt))
+        return self._readers[1]
+
+    def wrap(self, env, node, result, output_is_list):
+        """The run's answer with each mark in an output a Held."""
+        if isinstance(result, dict) and isinstance(result.get("result"), (tuple, list)):
+            return dict(result, result=self.wrap(env, node, result["result"], output_is_list))
+        if not isinstance(result, (tuple, list)):
+            return result
+        out = []
+        for index, value in enumerate(result):
+            if index < len(output_is_list) and output_is_list[index] and isinstance(value, list):
+                out.append([self._held(env, node, item) for item in value])
+            else:
+                out.append(self._held(env, node, value))
+        return tuple(out) if isinstance(result, tuple) else out
+
+    def inputs_for(self, env, items):
+        """A stand-in's (name, value) inputs as they go to `env`'s worker: its own Helds as
+        marks, others' as their values (also inside a list: an INPUT_IS_LIST input)."""
+        return [(name, [self._for(env, v) for v in value] if isinstance(value, list)
+                 else self._for(env, value)) for name, value in items]
+
+    def let_go_since(self, env):
+        """The [pid, id] of `env`'s Helds dropped since the last call, which the worker forgets."""
+        let_go = self._let_go.get(env)
+        if not let_go:
+            return None
+        self._let_go[env] = []
+        return let_go
+
+    def let_go(self, held):
+        self._let_go.setdefault(held.env, []).append([held.pid, held.id])
+
+    def fetch(self, held):
+        return self._runner.call(held.env, held.node, "take_held", held.mark())
+
+    def token(self, env):
+        """The IS_CHANGED token of `env`'s stand-ins: the same while the worker holding its
+        values lives, a new one once it is gone (their cached outputs name nothing then)."""
+        holder = self._holder.get(env)
+        if holder is not None and _start_time(holder[0]) != holder[1]:
+            self._epoch[env] = self._epoch.get(env, 0) + 1
+            del self._holder[env]
+            _log.info("isohost: environment '%s' lost the worker that held its nodes' outputs; "
+                      "ComfyUI runs them again", env)
+        return "isohost-%s-%d" % (env, self._epoch.get(env, 0))
+
+    def _held(self, env, node, value):
+        if not (isinstance(value, dict) and MARK in value and isinstance(value.get("pid"), int)):
+            return value
+        holder = self._holder.get(env)
+        if holder is None or holder[0] != value["pid"]:
+            self._holder[env] = (value["pid"], _start_time(value["pid"]))
+        return Held(self, env, node, value)
+
+    def _for(self, env, value):
+        if not isinstance(value, Held):
+            return value
+        return value.mark() if value.env == env else value.value()
+
+
+def _readers(prompt):
+    """{node id: {output index: [class types of the nodes reading it]}} of a prompt."""
+    readers = {}
+    for node in prompt.values():
+        if not isinstance(node, dict) or not isinstance(node.get("inputs"), dict):
+            continue
+        for value in node["inputs"].values():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
+                readers.setdefault(str(value[0]), {}).setdefault(value[1], []).append(
+                    node.get("class_type"))
+    return readers
+
+
+def _env_of(class_type):
+    """The isohost environment whose stand-in ComfyUI registered as `class_type`, or None."""
+    import nodes
+
+    return getattr(nodes.NODE_CLASS_MAPPINGS.get(class_type), "ISOHOST_ENV", None)
+
+
+def materialized(input_data_all):
+    """ComfyUI's inputs for a node that is no stand-in, each Held replaced by its value."""
+    for name, values in input_data_all.items():
+        if isinstance(values, list) and any(isinstance(v, Held) for v in values):
+            input_data_all[name] = [v.value() if isinstance(v, Held) else v for v in values]
+    return input_data_all
+
+
+def with_token(result, token):
+    """A real IS_CHANGED's answer with the token; NaN (run every time) stays NaN."""
+    if isinstance(result, float) and math.isnan(result):
+        return result
+    return (result, token)
+
+
+def _start_time(pid):
+    """The process's start time (/proc/PID/stat), which tells it from a later one of the same
+    pid; None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()[19]
+
+
+def install(runner):
+    """Hook ComfyUI's get_input_data, so that a node that is no stand-in gets values, never a
+    Held, and let the runner keep outputs in the workers; where this ComfyUI has no such
+    function, outputs cross as before (said in the log)."""
+    try:
+        import execution
+    except ImportError as e:
+        _log.warning("isohost: outputs cross back after each isolated node: %s", e)
+        return
+    original = getattr(execution, "get_input_data", None)
+    if original is None:
+        _log.warning("isohost: outputs cross back after each isolated node: this ComfyUI's "
+                     "execution.py has no get_input_data to hook")
+        return
+    if getattr(original, "isohost_hook", False):
+        runner.keep_outputs = True
+        return
+
+    def get_input_data(inputs, class_def, *args, **kwargs):
+        result = original(inputs, class_def, *args, **kwargs)
+        if getattr(class_def, "ISOHOST_ENV", None) is None:
+            materialized(result[0])
+        return result
+
+    get_input_data.isohost_hook = True
+    execution.get_input_data = get_input_data
+    runner.keep_outputs = True
