@@ -40,7 +40,8 @@ import nodes  # noqa: E402
 
 import isohost  # noqa: E402
 
-from . import bridge, catalog, held, settings as settings_module, standins, status_route  # noqa: E402
+from . import bridge, catalog, held, standins, status_route  # noqa: E402
+from . import settings as settings_module  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
 
 NODE_CLASS_MAPPINGS = {}

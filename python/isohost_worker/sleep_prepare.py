@@ -6,10 +6,11 @@ on the H100, three times the pinned copy, where a copy into pages already in pla
 33-43. A wake keeps its buffer for the next sleep (sleep._kept), but a worker's first sleep at a
 size has none. So once the main lane has idled for $ISOHOST_SLEEP_PREPARE_AFTER_S seconds after
 a call, a thread of the runtime's walks for what a sleep would move, makes the staging area
-where the worker holds enough, maps a buffer that large (or takes the kept one), faults it in a chunk at a time and gives its pages to the kernel to
-take back lazily (MADV_FREE), as a wake does: until the kernel needs them, the sleep rewrites
-them without a fault. Whatever reaches the main lane stops it first (stop, within one chunk),
-so an op waits at most for one chunk or one walk, never for a whole buffer.
+where the worker holds enough, maps a buffer that large (or takes the kept one), faults it in a
+chunk at a time and gives its pages to the kernel to take back lazily (MADV_FREE), as a wake
+does: until the kernel needs them, the sleep rewrites them without a fault. Whatever reaches the
+main lane stops it first (stop, within one chunk), so an op waits at most for one chunk or one
+walk, never for a whole buffer.
 
 Standard library only; torch is used through sleep.py, and only where a call imported it.
 """
@@ -28,9 +29,10 @@ DEFAULT_AFTER_S = 1.0
 # of zeroing on the H100, the most an op waits for it.
 CHUNK = 32 << 20
 # The staging area (pinned, 128 MiB by default) is made ahead too where the worker holds at least
-# this many times its size: pinning it costs a fresh worker's first sleep about 72 ms (573 ms/GiB
-# on the H200), and a worker holding that much is one a sleep would pay off for. Pinning is one driver call,
-# not stopped half-way: the one op that arrives meanwhile waits for it, once in a worker's life.
+# this many times its size: pinning it costs a fresh worker's first sleep about 72 ms (573
+# ms/GiB on the H200), and a worker holding that much is one a sleep would pay off for. Pinning
+# is one driver call, not stopped half-way: an op that arrives meanwhile waits for it, once in
+# a worker's life.
 STAGING_AHEAD_FACTOR = 8
 # A buffer is prepared only where this share of the machine's RAM stays available beside it:
 # its pages are the kernel's to take back, but making them still pushes out the page cache.
@@ -169,7 +171,8 @@ def _after_seconds():
         seconds = -1.0
     if not seconds >= 0:  # also NaN
         raise ValueError("%s=%r: how long a worker idles after a call before it prepares its "
-                         "sleep's host buffer must be a number of seconds, or off" % (AFTER_ENV, raw))
+                         "sleep's host buffer must be a number of seconds, or off"
+                         % (AFTER_ENV, raw))
     return seconds
 
 

@@ -62,8 +62,8 @@ def test_a_sleeping_worker_is_asleep_in_ps_and_the_next_call_wakes_it_with_its_m
     assert shown["sleep"]["bytes"] == slept["bytes"]
     assert counters(host)["sleeps"] == 1
     host.wait_log(r"worker 'm' \(pid %d, generation 1\) is asleep: \d+ MiB in \d+ storages moved "
-                  r"into its host RAM in [\d.]+ s \(found in [\d.]+, copied in [\d.]+ into new memory, freed in "
-                  r"[\d.]+; \d+ MiB left on the card\)" % pid)
+                  r"into its host RAM in [\d.]+ s \(found in [\d.]+, copied in [\d.]+ into new "
+                  r"memory, freed in [\d.]+; \d+ MiB left on the card\)" % pid)
     # Asleep again: said so, nothing moves; a release would wake it, so it is not sent.
     assert host.ask("sleep", env="m")["already"] is True
     released = host.ask("release", env="m")
