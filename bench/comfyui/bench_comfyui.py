@@ -10,7 +10,9 @@ one JSON object of samples (milliseconds) on its last line:
   worker runs ComfyUI's own interpreter; the target is at most 1 ms plus one copy of each
   tensor in and out over the in-process time;
 - workflow10_in_process / workflow10_isolated: ten post-processing nodes in a chain through a
-  real ComfyUI (execution_start to execution_success), the pack in process and isolated.
+  real ComfyUI (execution_start to execution_success), the pack in process and isolated;
+  workflow10_isolated_crossing: isolated with every output sent back after each node
+  ([comfyui] keep_outputs_in_workers = false), as before outputs stayed in the worker.
 """
 
 import json
@@ -116,9 +118,12 @@ def workflow_samples(tree, rounds):
 
     base = Path(tempfile.mkdtemp(prefix="isohost-bench-"))
     _, pack = tree
+    envs = {"postproc": (sys.executable, [pack])}
     servers = {"in_process": conftest.start_server(tree, base / "in_process", custom_nodes=[pack]),
-               "isolated": conftest.start_server(tree, base / "isolated",
-                                                 envs={"postproc": (sys.executable, [pack])})}
+               "isolated": conftest.start_server(tree, base / "isolated", envs=envs),
+               "isolated_crossing": conftest.start_server(
+                   tree, base / "isolated_crossing", envs=envs,
+                   comfyui={"keep_outputs_in_workers": False})}
     out = {}
     try:
         infos = workflows.pack_nodes(servers["in_process"].object_info(), "post-processing")

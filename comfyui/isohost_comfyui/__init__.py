@@ -140,7 +140,8 @@ def _start():
     atexit.register(host.close)
     runner = standins.Runner(host, worker_settings(settings.host_config.get("env", {})),
                              settings.interrupt_grace_seconds)
-    held.install(runner)
+    if settings.keep_outputs_in_workers:
+        held.install(runner)
     bridge.serve(host)
     bridge.join_memory_managers(host)
     cache = catalog.Catalog(settings.scan_cache)

@@ -16,6 +16,9 @@ DEFAULTS = {
     "interrupt_grace_seconds": 5.0,
     # Where scans of the packs are cached; relative to the TOML file.
     "scan_cache": "isohost-scan-cache.json",
+    # Whether an isolated node's outputs that only nodes of its own environment read stay in its
+    # worker (held.py); false sends every output back to ComfyUI after each node.
+    "keep_outputs_in_workers": True,
 }
 
 
@@ -32,6 +35,7 @@ class Settings:
         self.packs = packs
         self.interrupt_grace_seconds = options["interrupt_grace_seconds"]
         self.scan_cache = options["scan_cache"]
+        self.keep_outputs_in_workers = options["keep_outputs_in_workers"]
 
 
 def config_path(comfyui_base):
@@ -57,6 +61,9 @@ def load(path, comfyui_root):
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
         raise SettingsError("%s: [comfyui] interrupt_grace_seconds must be a number of seconds "
                             "from 0 to 3600, not %r" % (path, grace))
+    if not isinstance(options["keep_outputs_in_workers"], bool):
+        raise SettingsError("%s: [comfyui] keep_outputs_in_workers must be true or false, not %r"
+                            % (path, options["keep_outputs_in_workers"]))
     if not isinstance(options["scan_cache"], str):
         raise SettingsError("%s: [comfyui] scan_cache must be a path" % path)
     options["scan_cache"] = os.path.join(base, options["scan_cache"])

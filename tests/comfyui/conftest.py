@@ -40,13 +40,17 @@ def isolated_config(base, envs, host=None, comfyui=None):
     """isohost.toml in `base`: `envs` is {name: (python, [pack dirs])}."""
     lines = ["[host]", "call_timeout_seconds = 120", "start_timeout_seconds = 60",
              "shutdown_grace_seconds = 2"]
-    lines += ["%s = %r" % (k, v) for k, v in (host or {}).items()]
+    lines += ["%s = %s" % (k, _toml(v)) for k, v in (host or {}).items()]
     if comfyui:
-        lines += ["[comfyui]"] + ["%s = %r" % (k, v) for k, v in comfyui.items()]
+        lines += ["[comfyui]"] + ["%s = %s" % (k, _toml(v)) for k, v in comfyui.items()]
     for name, (python, packs) in envs.items():
         lines += ["[env.%s]" % name, "python = %r" % str(python),
                   "packs = [%s]" % ", ".join(repr(str(p)) for p in packs)]
     (base / "isohost.toml").write_text("\n".join(lines).replace("'", '"') + "\n")
+
+
+def _toml(value):
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
 
 
 def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyui=None,

@@ -54,12 +54,14 @@ packs = ["packs/one", "/abs/two"]
     assert loaded.packs == [("a", str(tmp_path / "packs/one")), ("a", "/abs/two")]
     assert loaded.interrupt_grace_seconds == 1.5
     assert loaded.scan_cache == str(tmp_path / "isohost-scan-cache.json")
+    assert loaded.keep_outputs_in_workers is True
 
 
 @pytest.mark.parametrize("text, words", [
     ("[comfyui]\ngrace = 1\n", "unknown key 'grace' in [comfyui]"),
     ("[comfyui]\ninterrupt_grace_seconds = -1\n", "interrupt_grace_seconds must be a number"),
     ("[env.a]\npacks = \"/one\"\n", "[env.a] packs must be a list of directories"),
+    ("[comfyui]\nkeep_outputs_in_workers = 1\n", "keep_outputs_in_workers must be true or false"),
     ("[env.a\n", ""),
 ])
 def test_a_bad_settings_file_is_named_with_its_key(tmp_path, text, words):
