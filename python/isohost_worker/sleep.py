@@ -727,14 +727,14 @@ def _host_buffer(torch, nbytes):
     return _HostBuffer(torch, nbytes)
 
 
-def _keep(host, origin="kept"):
-    """Keep `host` for the next sleep, its pages the kernel's to take back; where the kernel
-    cannot take them so (no MADV_FREE), free it now."""
+def _keep(host):
+    """Keep the woken worker's host buffer for the next sleep, its pages the kernel's to take
+    back; where the kernel cannot take them so (no MADV_FREE), free it now."""
     global _kept
     if not host.free_lazily():
         host.close()
         return
-    host.origin = origin
+    host.origin = "kept"
     if _kept is not host:
         drop_kept()
         _kept = host

@@ -88,8 +88,10 @@ class _Preparer:
             try:
                 self._prepare(lambda: self._idle_since is not since)
             except Exception as e:  # said, and the worker serves on: sleep maps anew
+                said = self.because
                 self._skip("%s: %s" % (errors.type_name(type(e)), e))
-                errors.say("preparing the host buffer for a sleep failed: %s" % self.because)
+                if self.because != said:  # once, not after every call that fails the same way
+                    errors.say("preparing the host buffer for a sleep failed: %s" % self.because)
             finally:
                 with self._cond:
                     if self._idle_since is since:
