@@ -18,6 +18,9 @@ void add_memory(nlohmann::json& out, const std::optional<pool::ProcessMemory>& m
     out["private"] = memory->ram->private_bytes();
     out["private_anon"] = memory->ram->pss_anon;
     out["swap"] = memory->ram->swap;
+    // Of the PSS, pages given back with MADV_FREE (a sleep's kept or prepared host buffer):
+    // the kernel's to take back, as of the last full read of smaps.
+    out["lazy_free"] = memory->ram->lazy_free;
   } else {
     out["memory_error"] = memory->error;
   }

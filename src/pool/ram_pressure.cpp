@@ -2,6 +2,7 @@
 // books come from /proc (read on the sampling thread), the decision from
 // memory::plan_ram_relief, the reaps from the pool.
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,7 +42,8 @@ PressureReading read_pressure(const std::vector<pid_t>& workers, std::uint64_t b
   if (!over_budget && !under_floor) return out;
   for (pid_t pid : workers) {
     try {
-      out.pss[pid] = probe::read_footprint(pid).pss;
+      const auto footprint = probe::read_footprint(pid);
+      out.pss[pid] = footprint.pss - std::min(footprint.lazy_free, footprint.pss);
     } catch (const probe::ProbeError&) {
       // Gone since the first pass: it holds nothing any more.
     }

@@ -32,7 +32,9 @@ namespace isohost::pool {
 struct PressureReading {
   std::optional<probe::SystemMemory> system;  // unset: meminfo could not be read (`error`)
   std::string error;
-  // PSS by worker pid, read only when the cheap figures say a limit may be broken.
+  // PSS by worker pid less its pages given back lazily (MADV_FREE: a sleep's kept or prepared
+  // host buffer), which the kernel takes back before anything else and a budget does not
+  // limit; read only when the cheap figures say a limit may be broken.
   std::map<pid_t, std::uint64_t> pss;
 };
 

@@ -108,6 +108,8 @@ def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_until_a_release(host)
     assert 0 <= woken["grow_seconds"] + woken["copy_seconds"] <= woken["seconds"], woken
     # The buffer stays for the next sleep, its pages the kernel's to take back.
     assert lazy_free(pid) - before >= 24 * MIB
+    live.wait_for(lambda: worker(host).get("lazy_free", 0) - before >= 24 * MIB,
+                  what="ps to show the kept buffer as lazy_free")
     released = host.ask("release", env="m")
     assert released.get("released", True) is True and "rss_after" in released, released
     assert lazy_free(pid) <= before + MIB

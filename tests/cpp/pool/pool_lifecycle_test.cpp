@@ -153,6 +153,19 @@ TEST(PoolLifecycle, RamBudgetReapsTheLargestIdleWorkerOnly) {
   EXPECT_NE(pool.call("large", "isohost_test_funcs:pid").get(), large) << "the next call cold-starts";
 }
 
+TEST(PoolLifecycle, RamBudgetLeavesPagesGivenBackLazilyToTheKernel) {
+  auto config = fixture_config({"lazy"});
+  config.host.ram_budget = 60'000'000;  // a bare interpreter fits; 100 MB more in use would not
+  Pool pool(config, {.pressure_interval = 100ms});
+  const pid_t lazy = pool.call("lazy", "isohost_test_funcs:pid").get();
+  // In its RSS and PSS, but LazyFree: the kernel's to take back, as a sleep's kept buffer is.
+  pool.call("lazy", "isohost_test_funcs:free_lazily_mb", {100}).get();
+  const auto sweeps = pool.metrics(0ms).get().ram_sweeps;
+  ASSERT_TRUE(eventually([&] { return pool.metrics(1h).get().ram_sweeps >= sweeps + 3; }, 5s));
+  EXPECT_TRUE(process_alive(lazy)) << "pages given back lazily are not held against the budget";
+  EXPECT_EQ(pool.call("lazy", "isohost_test_funcs:pid").get(), lazy);
+}
+
 TEST(PoolLifecycle, SideLaneAnswersWhileACallRuns) {
   Pool pool(fixture_config({"a"}));
   pool.call("a", "isohost_test_funcs:pid").get();

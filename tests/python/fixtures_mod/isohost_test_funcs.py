@@ -122,6 +122,20 @@ def protocol_version():
     return isohost_worker.PROTOCOL_VERSION
 
 
+def free_lazily_mb(mb):
+    """Hold `mb` MiB of pages written and then given back with MADV_FREE (LazyFree in smaps),
+    as a sleep's kept host buffer is, until clear_allocation()."""
+    import mmap
+
+    global _allocation
+    mapping = mmap.mmap(-1, mb * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    for offset in range(0, mb * MIB, 4096):
+        mapping[offset] = 1
+    mapping.madvise(mmap.MADV_FREE)
+    _allocation = mapping
+    return mb
+
+
 def allocate_mb(mb):
     """Hold `mb` MiB of resident memory until clear_allocation() or a release."""
     global _allocation
