@@ -127,8 +127,10 @@ def release():
     started = time.monotonic()
     sleep = sys.modules.get("isohost_worker.sleep")
     if sleep is not None:
-        sleep.wake_before("a release")  # the callbacks are user code, which may touch tensors
-        sleep.drop_kept()  # the last wake's host buffer, kept for the next sleep
+        # The callbacks are user code, which may touch tensors. The host buffer kept for the
+        # next sleep stays: its pages are the kernel's already (MADV_FREE; MemAvailable counts
+        # them), and dropping it would only make that sleep fault them in again.
+        sleep.wake_before("a release")
     rss_before = rss()
     reserved_before = _reserved()
     callbacks = list(_release_callbacks)

@@ -68,8 +68,9 @@ _frozen = []
 # needs them (MADV_FREE) and otherwise rewritten by the next sleep without a fault: a copy into
 # fresh memory faults and zeroes every page, 59-65 ms/GiB on the H100 against 33-43 into
 # memory already in place and 20 for the pinned copy itself (docs/sleep.md). None when there
-# is none; a release drops it. Written by the main thread, or by the preparer's thread while
-# the main lane waits for it (sleep_prepare.stop), never by both at once.
+# is none; a release leaves it (the kernel counts its pages as available). Written by the main
+# thread, or by the preparer's thread while the main lane waits for it (sleep_prepare.stop),
+# never by both at once.
 _kept = None
 
 
@@ -782,7 +783,7 @@ def buffer_to_prepare(torch, nbytes):
 
 
 def drop_kept():
-    """Unmap the host buffer kept since the last wake (a release gives memory back)."""
+    """Unmap the host buffer kept for the next sleep."""
     global _kept
     kept, _kept = _kept, None
     if kept is not None:

@@ -221,6 +221,6 @@ def report():
         because, need = _off_because, 0
     capacity, faulted = sleep.kept_capacity(), sleep.kept_faulted()
     if state is State.READY and min(capacity, faulted) < need:
-        state = State.IDLE  # a sleep or a release took the buffer since
+        state = State.IDLE  # a sleep took the buffer since
     return {"state": state.value, "because": because, "need": need, "capacity": capacity,
             "faulted": faulted}

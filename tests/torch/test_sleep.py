@@ -563,7 +563,7 @@ def test_the_next_sleep_rewrites_the_last_wakes_buffer():
     assert torch.equal(model, expected)
 
 
-def test_a_larger_sleep_maps_a_new_buffer_and_a_release_drops_it():
+def test_a_larger_sleep_maps_a_new_buffer_and_a_release_leaves_it():
     from isohost_worker import memory
 
     small = torch.randn(MIB // 4)
@@ -576,9 +576,12 @@ def test_a_larger_sleep_maps_a_new_buffer_and_a_release_drops_it():
     assert sleep._asleep.host is not kept and kept._map is None  # unmapped, not kept beside
     assert sleep.wake_storages()["woken"] is True
     assert torch.equal(small, expected[0]) and torch.equal(large, expected[1])
-    assert sleep._kept.capacity >= large.nbytes
+    kept = sleep._kept
+    assert kept.capacity >= large.nbytes
+    # Its pages are the kernel's already: a release gives nothing back by unmapping them.
     memory.release()
-    assert sleep._kept is None
+    assert sleep._kept is kept and kept._map is not None
+    sleep.drop_kept()
 
 
 # --- the host buffer prepared while the worker idles (sleep_prepare.py) ---------------------
@@ -620,10 +623,9 @@ def test_an_idle_worker_faults_its_first_sleeps_buffer_in_and_the_sleep_takes_no
         held = worker.value(STAGES + "hold_model", 128 * MIB, 8, "cpu")
         fingerprint = worker.value(STAGES + "model_fingerprint")
         # A first sleep faults in what any first sleep does (the staging area, the copies'
-        # own first use); a release then drops the host buffer, and a call arms the preparer.
+        # own first use); then the host buffer is dropped, and that call arms the preparer.
         _sleep_and_wake(worker, fingerprint)
-        assert worker.request("release")["ok"] is True
-        assert worker.value(STAGES + "model_fingerprint") == fingerprint
+        assert worker.value("isohost_sleep_funcs:drop_kept") is None
         if worker is warm:
             report = _wait_for_buffer(worker, "ready", "skipped")
             assert report["state"] == "ready", report
@@ -646,11 +648,11 @@ def test_an_interrupted_preparation_goes_on_from_where_it_stopped(spawn):
 
     worker = _stand_in(spawn, "0")
     worker.value(STAGES + "hold_model", 160 * MIB, 4, "cpu")
-    _wait_for_buffer(worker, "ready")
-    assert worker.request("release")["ok"] is True  # drops it, and prepares nothing after
-    report = _sleep_buffer(worker)
-    assert (report["state"], report["capacity"]) == ("idle", 0), report
-    # A call stopped by an op after two chunks, as the runtime's stop() does it.
+    ready = _wait_for_buffer(worker, "ready")
+    # A release leaves it (its pages are the kernel's already) and arms nothing.
+    assert worker.request("release")["ok"] is True
+    assert _sleep_buffer(worker) == ready
+    # Dropped, then faulted in for two chunks, as an op arriving then leaves it.
     need, faulted = worker.value("isohost_sleep_funcs:fault_in_part_of_a_prepared_buffer", 2)
     assert faulted == 2 * sleep_prepare.CHUNK < need
     # That call ended: the preparer takes the rest.

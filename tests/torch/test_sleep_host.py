@@ -98,7 +98,7 @@ def lazy_free(pid):
     pytest.skip("this kernel's smaps_rollup has no LazyFree line")
 
 
-def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_until_a_release(host):
+def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_through_a_release(host):
     model(host)
     pid = worker(host)["pid"]
     before = lazy_free(pid)
@@ -110,9 +110,10 @@ def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_until_a_release(host)
     assert lazy_free(pid) - before >= 24 * MIB
     live.wait_for(lambda: worker(host).get("lazy_free", 0) - before >= 24 * MIB,
                   what="ps to show the kept buffer as lazy_free")
+    # A release leaves it: the kernel counts those pages as available already.
     released = host.ask("release", env="m")
     assert released.get("released", True) is True and "rss_after" in released, released
-    assert lazy_free(pid) <= before + MIB
+    assert lazy_free(pid) - before >= 24 * MIB
 
 
 def test_a_worker_idle_after_a_call_sleeps_into_the_buffer_it_prepared(host):
