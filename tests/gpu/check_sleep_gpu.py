@@ -212,13 +212,14 @@ def check_prepared_first_sleep(host):
     host.call("idle", "open_cuda_context")
     held = host.call("idle", "hold_model", "[%d]" % (2 * GIB))
     expected = host.fingerprint("idle")
-    report = {}
-    deadline = time.time() + 60
-    while time.time() < deadline:  # each look is a call, which pauses the preparer
-        report = host.call("idle", "sleep_buffer", module="sleep_checks")
-        if report.get("state") in ("ready", "skipped", "off"):
-            break
-        time.sleep(0.05)
+    looks = [{}]
+
+    def settled():  # each look is a call, which pauses the preparer
+        looks.append(host.call("idle", "sleep_buffer", module="sleep_checks"))
+        return looks[-1].get("state") in ("ready", "skipped", "off")
+
+    wait_until(settled, 60)
+    report = looks[-1]
     check("an idle worker prepares its first sleep: staging pinned, buffer faulted in",
           report.get("state") == "ready" and report.get("staging") is True
           and report.get("faulted", 0) >= report.get("need", 1) >= held["bytes"],

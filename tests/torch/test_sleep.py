@@ -12,12 +12,12 @@ import gc
 import os
 import re
 import threading
-import time
 import warnings
 
 import pytest
 import torch
 
+from conftest import live
 from isohost_worker import populate, sleep
 
 KIB = 1024
@@ -598,14 +598,15 @@ def _sleep_buffer(worker):
 
 def _wait_for_buffer(worker, *states):
     """The worker's sleep_buffer report once its state is one of `states` (the preparer's
-    thread sets it; there is no event to wait on from outside but the report)."""
-    deadline = time.monotonic() + 60
-    while True:
-        report = _sleep_buffer(worker)
-        if report["state"] in states:
-            return report
-        assert time.monotonic() < deadline, report
-        time.sleep(0.005)
+    thread sets it; the report, on the side lane, is how it says so from outside)."""
+    reports = []
+
+    def settled():
+        reports.append(_sleep_buffer(worker))
+        return reports[-1]["state"] in states
+
+    live.wait_for(settled, 60, "the sleep_buffer state to be one of %s" % (states,))
+    return reports[-1]
 
 
 def _sleep_and_wake(worker, fingerprint):

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -119,11 +118,10 @@ def test_a_woken_worker_keeps_its_host_buffer_lazily_freed_through_a_release(hos
 def test_a_worker_idle_after_a_call_sleeps_into_the_buffer_it_prepared(host):
     fingerprint = model(host, env="p")
     pid = worker(host, "p")["pid"]
-    deadline = time.monotonic() + 60
     # Until the worker's thread has faulted the buffer in; each look, a call, pauses it.
-    while host.call("isohost_sleep_funcs:sleep_buffer", env="p")["state"] != "ready":
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    live.wait_for(
+        lambda: host.call("isohost_sleep_funcs:sleep_buffer", env="p")["state"] == "ready", 60,
+        "worker 'p' to say its host buffer is ready")
     slept = host.ask("sleep", env="p")
     assert slept["asleep"] is True and slept["host_buffer"] == "prepared", slept
     host.wait_log(r"worker 'p' \(pid %d, generation 1\) is asleep: .* copied in [\d.]+ into "
