@@ -11,7 +11,7 @@
 namespace isohost::bench {
 namespace {
 
-Figure figure_of(const nlohmann::json& samples, const std::string& key) {
+Figure figure_of(const nlohmann::ordered_json& samples, const std::string& key) {
   auto values = samples.at(key).get<std::vector<double>>();
   return summarize("comfyui." + key, "ms", values);
 }

@@ -15,8 +15,10 @@ std::optional<double> Figure::ratio() const {
   return median / *limit;
 }
 
-nlohmann::json Figure::to_json() const {
-  auto optional = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+nlohmann::ordered_json Figure::to_json() const {
+  auto optional = [](std::optional<double> v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+  };
   return {{"name", name}, {"unit", unit},   {"median", median},
           {"p99", p99},   {"limit", optional(limit)}, {"ratio", optional(ratio())}};
 }
@@ -33,7 +35,7 @@ Figure summarize(std::string name, std::string unit, std::vector<double>& sample
 
 void print_figures(const std::vector<Figure>& figures, bool json) {
   if (json) {
-    auto out = nlohmann::json::array();
+    auto out = nlohmann::ordered_json::array();
     for (const auto& f : figures) out.push_back(f.to_json());
     std::cout << out.dump(2) << std::endl;
     return;

@@ -21,7 +21,7 @@ struct Figure {
   std::string limit_name;
 
   [[nodiscard]] std::optional<double> ratio() const;
-  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 };
 
 // Median and 99th percentile of samples (sorted in place).

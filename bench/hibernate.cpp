@@ -32,8 +32,9 @@ Trip round_trip(pool::Pool& pool) {
     throw std::runtime_error("bench hibernate: " +
                              out.value("reason", std::string("not hibernated")));
   }
-  trip.moved =
-      out.value("vram_before", nlohmann::json()).is_number() ? out["vram_before"].get<double>() : 0;
+  trip.moved = out.value("vram_before", nlohmann::ordered_json()).is_number()
+                   ? out["vram_before"].get<double>()
+                   : 0;
   start = Clock::now();
   const auto in = pool.submit({pool::Request::Kind::wake, kEnv}).get();
   trip.in_ms = elapsed<std::milli>(start);

@@ -22,7 +22,7 @@ Figure sample_sixteen(const BenchOptions& options, const std::string& module, co
     config.environments[env] = pool::EnvironmentConfig{.name = env, .python = options.python};
   }
   pool::Pool pool(config, {.sweep_orphans = false});
-  std::vector<std::future<nlohmann::json>> ready;
+  std::vector<std::future<nlohmann::ordered_json>> ready;
   for (int i = 0; i < kWorkers; ++i) {
     ready.push_back(module.empty() ? pool.call("p" + std::to_string(i), "os:getpid")
                                    : pool.call("p" + std::to_string(i), "isohost_worker.stages:import_module", {module}));

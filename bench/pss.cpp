@@ -117,12 +117,13 @@ worker::Worker::Events prepare_events(std::shared_ptr<std::shared_ptr<worker::Wo
                   return;
                 }
                 auto call = [slot](const std::string& target, worker::Worker::Handler then) {
-                  (*slot)->request({{"op", "call"},
-                                    {"target", target},
-                                    {"args", target.ends_with("module") ? nlohmann::json{"torch"}
-                                                                        : nlohmann::json::array()},
-                                    {"kwargs", nlohmann::json::object()}},
-                                   std::chrono::seconds(120), target, std::move(then));
+                  (*slot)->request(
+                      {{"op", "call"},
+                       {"target", target},
+                       {"args", target.ends_with("module") ? nlohmann::ordered_json{"torch"}
+                                                           : nlohmann::ordered_json::array()},
+                       {"kwargs", nlohmann::ordered_json::object()}},
+                      std::chrono::seconds(120), target, std::move(then));
                 };
                 call("isohost_worker.stages:import_module", [call, cuda, done](worker::Outcome o) {
                   if (!o.ok()) {

@@ -80,7 +80,7 @@ Figure calls_from_the_loop(pool::Pool& pool, int rounds) {
 // Warm calls from this thread, as an embedding program makes them, each waiting on its future
 // as the Python API waits (pool/caller_polling.hpp), or sleeping on it at once.
 Figure calls_from_a_thread(pool::Pool& pool, int rounds, const char* name, bool caller_polls) {
-  const auto args = nlohmann::json::array({1, 2});
+  const auto args = nlohmann::ordered_json::array({1, 2});
   pool.call("bench", "operator:add", args).get();  // cold start, not measured
   for (int i = 0; i < rounds / 10; ++i) pool.call("bench", "operator:add", args).get();
   std::vector<double> samples;

@@ -36,13 +36,14 @@ constexpr const char* kH2dLimit = "pinned H2D/GiB, target 2.5x";
 constexpr double kOneSecondMs = 1000.0;
 
 // The checksum inside model_checksum's answer ({"checksum": x, ...}), or the answer itself.
-nlohmann::json checksum_of(const nlohmann::json& answer) {
+nlohmann::ordered_json checksum_of(const nlohmann::ordered_json& answer) {
   if (answer.is_object() && answer.contains("checksum")) return checksum_of(answer["checksum"]);
   return answer;
 }
 
-double number_or(const nlohmann::json& object, const char* key, double fallback) {
-  const auto value = object.is_object() ? object.value(key, nlohmann::json()) : nlohmann::json();
+double number_or(const nlohmann::ordered_json& object, const char* key, double fallback) {
+  const auto value =
+      object.is_object() ? object.value(key, nlohmann::ordered_json()) : nlohmann::ordered_json();
   return value.is_number() ? value.get<double>() : fallback;
 }
 
@@ -54,7 +55,7 @@ Figure with_limit(Figure figure, double limit, std::string limit_name) {
 
 // torch with CUDA in the worker, or an error that says which interpreter lacks what.
 void require_cuda(pool::Pool& pool, const BenchOptions& options) {
-  nlohmann::json status;
+  nlohmann::ordered_json status;
   try {
     status = stage(pool, "cuda_status");
   } catch (const std::exception& e) {
@@ -69,7 +70,7 @@ void require_cuda(pool::Pool& pool, const BenchOptions& options) {
 }
 
 // A fresh worker holding `bytes` of model (isohost_worker.stages:hold_model), and its checksum.
-nlohmann::json fresh_model(pool::Pool& pool, std::uint64_t bytes) {
+nlohmann::ordered_json fresh_model(pool::Pool& pool, std::uint64_t bytes) {
   pool.submit({pool::Request::Kind::reap, kEnv}).get();  // none yet: answered "no worker"
   stage(pool, "import_module", {"torch"});
   stage(pool, "open_cuda_context");
@@ -78,7 +79,8 @@ nlohmann::json fresh_model(pool::Pool& pool, std::uint64_t bytes) {
 }
 
 // The model's checksum after a wake, against the one before the sleep or hibernation.
-void check_intact(pool::Pool& pool, const nlohmann::json& expected, const std::string& when) {
+void check_intact(pool::Pool& pool, const nlohmann::ordered_json& expected,
+                  const std::string& when) {
   const auto got = checksum_of(stage(pool, "model_checksum"));
   if (got != expected) {
     throw std::runtime_error("bench sleep: the model changed " + when + ": checksum " + got.dump() +
@@ -90,7 +92,7 @@ struct Trip {
   double out_ms = 0;
   double in_ms = 0;
   double bytes = 0;  // what the sleep moved, as the worker counted it
-  nlohmann::json out_receipt, in_receipt;
+  nlohmann::ordered_json out_receipt, in_receipt;
 };
 
 // The receipts' parts in ms, by name ("sleep find", "wake copy", ...), over a size's rounds.
@@ -140,10 +142,10 @@ Trip sleep_round_trip(pool::Pool& pool, std::uint64_t held) {
 // buffer ready (python/isohost_worker/sleep_prepare.py); empty, or why it will not.
 std::string wait_until_prepared(pool::Pool& pool) {
   const auto deadline = Clock::now() + std::chrono::seconds(120);
-  nlohmann::json buffer;
+  nlohmann::ordered_json buffer;
   while (Clock::now() < deadline) {
     const auto report = pool.submit({pool::Request::Kind::query, kEnv, {{"op", "memory"}}}).get();
-    buffer = report.value("sleep_buffer", nlohmann::json());
+    buffer = report.value("sleep_buffer", nlohmann::ordered_json());
     const auto state = buffer.is_object() ? buffer.value("state", std::string()) : std::string();
     if (state == "ready") return {};
     if (state.empty()) return "this runtime's memory report has no sleep_buffer";
@@ -166,7 +168,7 @@ std::optional<double> first_sleep_after_idle(pool::Pool& pool, std::uint64_t hel
   }
   const auto trip = sleep_round_trip(pool, held);
   check_intact(pool, expected, "after a first sleep into a prepared buffer");
-  const auto into = trip.out_receipt.value("host_buffer", nlohmann::json());
+  const auto into = trip.out_receipt.value("host_buffer", nlohmann::ordered_json());
   if (into != "prepared") {
     throw std::runtime_error(
         "bench sleep: the worker said its buffer was ready, but its sleep "
@@ -240,8 +242,8 @@ std::vector<Figure> bench_sleep(const BenchOptions& options) {
       break;
     }
     driver_moved = number_or(out, "vram_moved", -1);
-    slept_bytes = number_or(out.value("slept", nlohmann::json()), "bytes", -1);
-    const auto because = out.value("driver_only_because", nlohmann::json(""));
+    slept_bytes = number_or(out.value("slept", nlohmann::ordered_json()), "bytes", -1);
+    const auto because = out.value("driver_only_because", nlohmann::ordered_json(""));
     if (because.is_string() && !because.get<std::string>().empty())
       driver_only = because.get<std::string>();
     start = Clock::now();

@@ -11,7 +11,8 @@ pool::Config stage_worker_config(const BenchOptions& options) {
   return config;
 }
 
-nlohmann::json stage(pool::Pool& pool, const std::string& function, nlohmann::json args) {
+nlohmann::ordered_json stage(pool::Pool& pool, const std::string& function,
+                             nlohmann::ordered_json args) {
   return pool.call(kStageEnv, "isohost_worker.stages:" + function, std::move(args)).get();
 }
 

@@ -20,7 +20,7 @@ inline constexpr const char* kStageEnv = "bench";
 pool::Config stage_worker_config(const BenchOptions& options);
 
 // Runs isohost_worker.stages:`function` in kStageEnv's worker and returns its value.
-nlohmann::json stage(pool::Pool& pool, const std::string& function,
-                     nlohmann::json args = nlohmann::json::array());
+nlohmann::ordered_json stage(pool::Pool& pool, const std::string& function,
+                             nlohmann::ordered_json args = nlohmann::ordered_json::array());
 
 }  // namespace isohost::bench

@@ -77,7 +77,7 @@ class CardFiller {
          .fds = {{child_stdin.get(), 0}, {child_stdout.get(), 1}, {2, 2}}});
     child_stdout.reset();  // so that its end shows as EOF here
     const auto line = read_line(std::chrono::seconds(120));
-    report_ = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    report_ = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!report_.is_object() || !report_.value("ready", false)) {
       end();
       const auto reason = report_.is_object() ? report_.value("reason", line) : line;
@@ -92,7 +92,7 @@ class CardFiller {
   CardFiller(const CardFiller&) = delete;
   CardFiller& operator=(const CardFiller&) = delete;
 
-  [[nodiscard]] const nlohmann::json& report() const { return report_; }
+  [[nodiscard]] const nlohmann::ordered_json& report() const { return report_; }
   [[nodiscard]] pid_t pid() const { return child_.pid; }
 
  private:
@@ -128,7 +128,7 @@ class CardFiller {
   proc::Child child_;
   wire::UniqueFd stdin_;
   wire::UniqueFd stdout_;
-  nlohmann::json report_;
+  nlohmann::ordered_json report_;
 };
 
 pool::Config switch_config(const BenchOptions& options) {
@@ -142,7 +142,7 @@ pool::Config switch_config(const BenchOptions& options) {
 }
 
 // The checksum inside model_checksum's answer ({"checksum": x, ...}), or the answer itself.
-nlohmann::json checksum_of(const nlohmann::json& answer) {
+nlohmann::ordered_json checksum_of(const nlohmann::ordered_json& answer) {
   if (answer.is_object() && answer.contains("checksum")) return checksum_of(answer["checksum"]);
   return answer;
 }
@@ -222,9 +222,9 @@ void reap_and_wait(pool::Pool& pool, const std::string& env, std::uint64_t free_
   }
 }
 
-nlohmann::json load(pool::Pool& pool, const std::string& env) {
+nlohmann::ordered_json load(pool::Pool& pool, const std::string& env) {
   const auto answer = pool.call(env, std::string(kStages) + "load_model", {kModel}).get();
-  return checksum_of(answer.value("checksum", nlohmann::json()));
+  return checksum_of(answer.value("checksum", nlohmann::ordered_json()));
 }
 
 }  // namespace
@@ -240,7 +240,7 @@ std::vector<Figure> bench_switch(const BenchOptions& options) {
   pool::Pool pool(switch_config(options), {.sweep_orphans = false});
 
   // The loads, each through reserve_vram: the third makes admission take the card back.
-  std::map<std::string, nlohmann::json> expected;
+  std::map<std::string, nlohmann::ordered_json> expected;
   for (const char* env : kEnvs) expected[env] = load(pool, env);
 
   // Calls in turn; a call whose worker was not on the card (asleep, hibernated) is a switch.

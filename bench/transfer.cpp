@@ -33,7 +33,7 @@ Figure memcpy_64mib(int rounds) {
 
 // Runs isohost.bench_transfer (python/isohost/bench_transfer.py) through the Python API and
 // returns its samples: {"send_64MiB": [ms, ...], "recv_64MiB": [...]}.
-nlohmann::json python_api_samples(const BenchOptions& options, int rounds) {
+nlohmann::ordered_json python_api_samples(const BenchOptions& options, int rounds) {
   return python_samples("PYTHONPATH=" + shell_quote(worker::find_worker_runtime()) + " " +
                             shell_quote(options.python) + " -m isohost.bench_transfer " +
                             std::to_string(rounds),

@@ -131,7 +131,7 @@ def make(runner, env, pack_dir, name, description):
     output_is_list += [False] * (outputs - len(output_is_list))
 
     def run_isolated(self, **inputs):
-        # In order, as items: a dict that is plain JSON would cross as JSON, out of order.
+        # As (name, value) items, in the order ComfyUI passed them.
         items = runner.held.inputs_for(env, list(inputs.items()))
         refuse_model_inputs(dict(items), name)
         prompt_id, node_id = objects.executing()

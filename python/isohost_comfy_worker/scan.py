@@ -16,9 +16,9 @@ _TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
 
 
 def describe_json(pack_dir, settings):
-    """describe() as JSON text. A result that is plain JSON crosses as JSON, whose objects the
-    host's core does not keep in order; here order matters (a node's inputs appear in ComfyUI in
-    INPUT_TYPES's order), and a string crosses as it is."""
+    """describe() as JSON text: the adapter then reads the same lists and dicts whether the
+    description comes from the worker or from its cache (a JSON file), where a tuple in it would
+    otherwise come back a tuple the first time and a list after."""
     return json.dumps(describe(pack_dir, settings))
 
 

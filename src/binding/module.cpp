@@ -30,14 +30,14 @@ namespace {
 
 PyObject* core_error = nullptr;
 
-std::string dump(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string dump(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-nlohmann::json parse_message(const std::string& text) {
+nlohmann::ordered_json parse_message(const std::string& text) {
   if (wire::json_depth(text) > wire::kMaxJsonDepth)
     throw Error(ErrorKind::bad_request, wire::too_deep("the request"));
-  auto message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto message = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded() || !message.is_object()) {
     throw Error(ErrorKind::bad_request, "a request must be a JSON object");
   }
@@ -79,7 +79,7 @@ class Core {
     auto pending = std::make_shared<PendingCall>();
     if (request.kind == pool::Request::Kind::call) {
       request.ticket = pending->ticket = pool_->new_ticket();
-      request.on_ask = [pending](const nlohmann::json& ask, PendingCall::Answer answer) {
+      request.on_ask = [pending](const nlohmann::ordered_json& ask, PendingCall::Answer answer) {
         pending->ask(ask, std::move(answer));
       };
     }

@@ -21,7 +21,7 @@ void PendingCall::complete(worker::Outcome outcome) {
   completed_.notify_all();
 }
 
-void PendingCall::ask(nlohmann::json body, Answer answer) {
+void PendingCall::ask(nlohmann::ordered_json body, Answer answer) {
   std::lock_guard lock(mutex_);
   if (outcome_) return;
   const auto token = next_token_++;
@@ -38,7 +38,7 @@ std::vector<PendingCall::Ask> PendingCall::take_asks() {
   return std::exchange(asks_, {});
 }
 
-void PendingCall::answer(std::uint64_t token, nlohmann::json reply) {
+void PendingCall::answer(std::uint64_t token, nlohmann::ordered_json reply) {
   // Under the lock, so that complete() (after which the pool may be gone) cannot run between
   // finding the answer and handing it to the pool.
   std::lock_guard lock(mutex_);

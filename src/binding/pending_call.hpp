@@ -35,11 +35,11 @@ namespace isohost::binding {
 
 class PendingCall {
  public:
-  using Answer = std::function<void(nlohmann::json reply)>;
+  using Answer = std::function<void(nlohmann::ordered_json reply)>;
   // An ask or tell from the worker, waiting for the caller's thread to serve it.
   struct Ask {
     std::uint64_t token;
-    nlohmann::json body;
+    nlohmann::ordered_json body;
   };
   enum class Event { done, asks, timeout };
 
@@ -48,12 +48,12 @@ class PendingCall {
   void complete(worker::Outcome outcome);
 
   // Loop thread: the worker asked something during the call; wakes a waiter to serve it.
-  void ask(nlohmann::json body, Answer answer);
+  void ask(nlohmann::ordered_json body, Answer answer);
   // Any thread: the asks that came since the last take, in order.
   std::vector<Ask> take_asks();
   // Any thread: answers an ask taken earlier; an unknown token (a tell, or a call that ended)
   // does nothing.
-  void answer(std::uint64_t token, nlohmann::json reply);
+  void answer(std::uint64_t token, nlohmann::ordered_json reply);
   // Waits at most `limit` for the outcome or an ask, after polling for `poll_window`.
   Event wait_event(std::chrono::milliseconds limit, std::chrono::microseconds poll_window);
 

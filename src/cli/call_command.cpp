@@ -17,7 +17,8 @@ struct CallOptions {
   std::string kwargs = "{}";
 };
 
-nlohmann::json parse_json_option(const std::string& text, const char* name, bool want_array) {
+nlohmann::ordered_json parse_json_option(const std::string& text, const char* name,
+                                         bool want_array) {
   auto value = wire::parse_within_depth(text);
   if (value.is_discarded() || (want_array ? !value.is_array() : !value.is_object())) {
     throw isohost::Error(isohost::ErrorKind::bad_request,
@@ -32,13 +33,13 @@ nlohmann::json parse_json_option(const std::string& text, const char* name, bool
 int run_call(const CallOptions& o) {
   const auto args = parse_json_option(o.args, "args", true);
   const auto kwargs = parse_json_option(o.kwargs, "kwargs", false);
-  nlohmann::json value;
+  nlohmann::ordered_json value;
   if (!o.socket.empty()) {
     const auto reply = control::send_control_request(
         o.socket, {{"op", "call"}, {"env", o.env}, {"target", o.target}, {"args", args}, {"kwargs", kwargs}});
     if (!reply.value("ok", false))
-      throw isohost::Error::from_json(reply.value("error", nlohmann::json::object()));
-    value = reply.value("value", nlohmann::json());
+      throw isohost::Error::from_json(reply.value("error", nlohmann::ordered_json::object()));
+    value = reply.value("value", nlohmann::ordered_json());
   } else {
     pool::Pool pool(pool::load_config(o.config));
     value = pool.call(o.env, o.target, args, kwargs).get();

@@ -16,34 +16,34 @@ struct ControlOptions {
   bool json = false;
 };
 
-nlohmann::json ask(const std::string& socket, const nlohmann::json& request) {
+nlohmann::ordered_json ask(const std::string& socket, const nlohmann::ordered_json& request) {
   const auto reply = control::send_control_request(socket, request);
   if (!reply.value("ok", false)) {
-    throw isohost::Error::from_json(reply.value("error", nlohmann::json::object()));
+    throw isohost::Error::from_json(reply.value("error", nlohmann::ordered_json::object()));
   }
-  return reply.value("value", nlohmann::json());
+  return reply.value("value", nlohmann::ordered_json());
 }
 
-std::string cell(const nlohmann::json& v) {
+std::string cell(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
 }
 
-std::string mb(const nlohmann::json& bytes) {
+std::string mb(const nlohmann::ordered_json& bytes) {
   return bytes.is_number() ? fmt::format("{:.0f}M", bytes.get<double>() / 1e6) : "-";
 }
 
-std::string mib(const nlohmann::json& bytes) {
+std::string mib(const nlohmann::ordered_json& bytes) {
   return bytes.is_number() ? fmt::format("{:.0f}Mi", bytes.get<double>() / 1048576.0) : "?";
 }
 
 // One line per zygote, with the workers forked from it (their "origin" is "zygote").
-void print_zygotes(const nlohmann::json& ps) {
-  for (const auto& z : ps.value("zygotes", nlohmann::json::array())) {
+void print_zygotes(const nlohmann::ordered_json& ps) {
+  for (const auto& z : ps.value("zygotes", nlohmann::ordered_json::array())) {
     std::string forked;
     for (const auto& w : ps["workers"]) {
-      if (w.value("zygote_pid", nlohmann::json()) == z["pid"] && z["pid"] != -1) {
+      if (w.value("zygote_pid", nlohmann::ordered_json()) == z["pid"] && z["pid"] != -1) {
         forked += (forked.empty() ? "" : ", ") + cell(w["pid"]);
       }
     }
@@ -52,19 +52,21 @@ void print_zygotes(const nlohmann::json& ps) {
     std::cout << fmt::format(
         "zygote of '{}': pid {}, {}, preloaded {}, {} forks, PSS {}; workers from it: {}{}\n",
         cell(z["env"]), cell(z["pid"]), cell(z["state"]), preload, cell(z["forks"]),
-        mb(z.value("pss", nlohmann::json())), forked.empty() ? "none" : forked,
+        mb(z.value("pss", nlohmann::ordered_json())), forked.empty() ? "none" : forked,
         z["refusal"].is_string() ? "; refused: " + cell(z["refusal"]) : "");
   }
 }
 
 // RAM in MB, VRAM in MiB ("?" where it cannot be known), as the seed writes them.
-void print_ps_table(const nlohmann::json& ps) {
+void print_ps_table(const nlohmann::ordered_json& ps) {
   const auto& host = ps["host"];
-  std::cout << fmt::format("host pid {}: PSS {}, private {}, VRAM {} (the host holds no CUDA context)\n",
-                           cell(host["pid"]), mb(host.value("pss", nlohmann::json())),
-                           mb(host.value("private", nlohmann::json())), mib(host.value("vram", nlohmann::json())));
-  for (const auto& d : ps.value("devices", nlohmann::json::array())) {
-    auto field = [&](const char* key) { return d.value(key, nlohmann::json()); };
+  std::cout << fmt::format(
+      "host pid {}: PSS {}, private {}, VRAM {} (the host holds no CUDA context)\n",
+      cell(host["pid"]), mb(host.value("pss", nlohmann::ordered_json())),
+      mb(host.value("private", nlohmann::ordered_json())),
+      mib(host.value("vram", nlohmann::ordered_json())));
+  for (const auto& d : ps.value("devices", nlohmann::ordered_json::array())) {
+    auto field = [&](const char* key) { return d.value(key, nlohmann::ordered_json()); };
     std::cout << fmt::format(
         "GPU {} {}: total {}, used {}, free {}; workers {} (fixed {}, held {}, reclaimable {}); "
         "others {}; reserve {}, pending {}, grantable {}\n",
@@ -78,15 +80,15 @@ void print_ps_table(const nlohmann::json& ps) {
       "PID", "GEN", "STATE", "IDLE(s)", "CALLS", "PSS", "PRIVATE", "VRAM", "FIXED-RAM",
       "FIXED-VRAM", "RECLAIM", "IN-RAM");
   for (const auto& w : ps["workers"]) {
-    auto field = [&](const char* key) { return w.value(key, nlohmann::json()); };
+    auto field = [&](const char* key) { return w.value(key, nlohmann::ordered_json()); };
     // IN-RAM: the host RAM its GPU state now takes: the models its sleep moved, in MiB as they
     // were on the card, and the hibernation's RSS growth.
     const auto hibernation = field("hibernation");
     const auto sleep = field("sleep");
     std::string held = "-";
-    if (sleep.is_object()) held = mib(sleep.value("bytes", nlohmann::json()));
+    if (sleep.is_object()) held = mib(sleep.value("bytes", nlohmann::ordered_json()));
     if (hibernation.is_object()) {
-      const auto grown = mb(hibernation.value("ram_grown", nlohmann::json()));
+      const auto grown = mb(hibernation.value("ram_grown", nlohmann::ordered_json()));
       held = held == "-" ? grown : held + "+" + grown;
     }
     std::cout << fmt::format("{:<14} {:>8} {:>4} {:<11} {:>8.1f} {:>6} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>10}\n",

@@ -135,9 +135,10 @@ class StageRunner {
     try {
       if (key == "numpy" || key == "torch") {
         const auto answer = call("import_module", {key}, seconds);
-        if (key == "torch") report.torch = answer.value("version", nlohmann::json()).is_string()
-                                               ? answer["version"].get<std::string>()
-                                               : "";
+        if (key == "torch")
+          report.torch = answer.value("version", nlohmann::ordered_json()).is_string()
+                             ? answer["version"].get<std::string>()
+                             : "";
       } else if (key == "cuda") {
         call("open_cuda_context", {}, seconds);
       } else if (key == "tensor") {
@@ -168,8 +169,9 @@ class StageRunner {
     return done ? "" : answer.value("reason", std::string("not done"));
   }
 
-  nlohmann::json call(const std::string& function, nlohmann::json args, double& seconds) {
-    if (args.is_null()) args = nlohmann::json::array();
+  nlohmann::ordered_json call(const std::string& function, nlohmann::ordered_json args,
+                              double& seconds) {
+    if (args.is_null()) args = nlohmann::ordered_json::array();
     const auto start = Clock::now();
     auto answer = pool_.call(kEnv, std::string(kStagesModule) + ":" + function, std::move(args)).get();
     seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -202,7 +204,7 @@ void measure_workers(const std::string& python, const std::string& mode, int cou
                      pool::MemorySampler& sampler, FootprintReport& report) {
   note_progress(fmt::format("{} workers importing torch", count));
   pool::Pool pool(footprint_config(python, mode, count), {.sweep_orphans = false});
-  std::vector<std::future<nlohmann::json>> imports;
+  std::vector<std::future<nlohmann::ordered_json>> imports;
   for (int i = 1; i <= count; ++i) {
     imports.push_back(pool.call("w" + std::to_string(i), std::string(kStagesModule) + ":import_module", {"torch"}));
   }
@@ -260,7 +262,7 @@ int run_footprint(const FootprintOptions& o) {
     if (reports.size() == 1) {
       std::cout << reports[0].to_json().dump(2) << std::endl;
     } else {
-      auto all = nlohmann::json::array();
+      auto all = nlohmann::ordered_json::array();
       for (const auto& r : reports) all.push_back(r.to_json());
       std::cout << all.dump(2) << std::endl;
     }

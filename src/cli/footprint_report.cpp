@@ -16,16 +16,16 @@ std::string mib(const std::optional<std::uint64_t>& bytes) {
   return fmt::format("{:.0f} MiB", *bytes / 1048576.0);
 }
 
-nlohmann::json optional_bytes(const std::optional<std::uint64_t>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
+nlohmann::ordered_json optional_bytes(const std::optional<std::uint64_t>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
 
 }  // namespace
 
-nlohmann::json FootprintReport::to_json() const {
-  auto stages_json = nlohmann::json::array();
+nlohmann::ordered_json FootprintReport::to_json() const {
+  auto stages_json = nlohmann::ordered_json::array();
   for (const auto& s : stages) {
-    nlohmann::json stage{{"key", s.key}, {"name", s.name}};
+    nlohmann::ordered_json stage{{"key", s.key}, {"name", s.name}};
     if (!s.skipped.empty()) {
       stage["skipped"] = s.skipped;
     } else {
@@ -42,17 +42,18 @@ nlohmann::json FootprintReport::to_json() const {
     }
     stages_json.push_back(std::move(stage));
   }
-  nlohmann::json out{{"python", python},
-                     {"python_version", python_version},
-                     {"torch", torch.empty() ? nlohmann::json() : nlohmann::json(torch)},
-                     {"device", device},
-                     {"module_loading", module_loading},
-                     {"stages", std::move(stages_json)}};
+  nlohmann::ordered_json out{
+      {"python", python},
+      {"python_version", python_version},
+      {"torch", torch.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(torch)},
+      {"device", device},
+      {"module_loading", module_loading},
+      {"stages", std::move(stages_json)}};
   if (!workers.empty()) {
     std::uint64_t pss = 0;
     std::uint64_t rss = 0;
     std::optional<std::uint64_t> vram = 0;
-    auto each = nlohmann::json::array();
+    auto each = nlohmann::ordered_json::array();
     for (const auto& w : workers) {
       pss += w.ram.pss;
       rss += w.ram.rss;

@@ -42,7 +42,7 @@ struct FootprintReport {
   std::vector<StageFigures> stages;
   std::vector<WorkerFigures> workers;  // with --workers N
 
-  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 };
 
 void print_table(const FootprintReport& report);

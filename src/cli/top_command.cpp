@@ -45,14 +45,14 @@ class MetricsSource {
   explicit MetricsSource(std::string socket) : socket_(std::move(socket)) {}
 
   // Throws isohost::Error when the host cannot be reached or refuses.
-  nlohmann::json fetch() {
+  nlohmann::ordered_json fetch() {
     auto metrics = fetch_from_host();
     add_system_memory(metrics);
     return metrics;
   }
 
  private:
-  nlohmann::json fetch_from_host() {
+  nlohmann::ordered_json fetch_from_host() {
     if (!ps_only_) {
       const auto reply = control::send_control_request(socket_, {{"op", "metrics"}});
       if (!predates_metrics(reply)) return value_of(reply);
@@ -63,7 +63,7 @@ class MetricsSource {
 
   // The machine's RAM, where the host's status does not give it: read here, which is the same
   // machine, since the control socket is a Unix socket.
-  static void add_system_memory(nlohmann::json& metrics) {
+  static void add_system_memory(nlohmann::ordered_json& metrics) {
     if (!metrics.is_object() || !metrics.contains("status") || !metrics["status"].is_object())
       return;
     auto& status = metrics["status"];
@@ -75,18 +75,19 @@ class MetricsSource {
     }
   }
 
-  static bool predates_metrics(const nlohmann::json& reply) {
-    const auto& error = reply.contains("error") ? reply["error"] : nlohmann::json();
-    const auto& message =
-        error.is_object() && error.contains("message") ? error["message"] : nlohmann::json();
+  static bool predates_metrics(const nlohmann::ordered_json& reply) {
+    const auto& error = reply.contains("error") ? reply["error"] : nlohmann::ordered_json();
+    const auto& message = error.is_object() && error.contains("message") ? error["message"]
+                                                                         : nlohmann::ordered_json();
     return reply.value("ok", true) == false && message.is_string() &&
            message.get<std::string>().starts_with("unknown op 'metrics'");
   }
 
-  static nlohmann::json value_of(const nlohmann::json& reply) {
-    if (reply.contains("ok") && reply["ok"] == true) return reply.value("value", nlohmann::json());
+  static nlohmann::ordered_json value_of(const nlohmann::ordered_json& reply) {
+    if (reply.contains("ok") && reply["ok"] == true)
+      return reply.value("value", nlohmann::ordered_json());
     throw isohost::Error::from_json(reply.contains("error") ? reply["error"]
-                                                            : nlohmann::json::object());
+                                                            : nlohmann::ordered_json::object());
   }
 
   std::string socket_;

@@ -8,7 +8,7 @@
 namespace isohost::cli::top {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The column widths of the table; the bars and the last column take what the terminal has left.
 constexpr int kEnvWidth = 14;
@@ -486,7 +486,7 @@ std::string plain_text(const Frame& frame) {
 }
 
 std::string outcome_text(const std::string& op, const std::string& env,
-                         const nlohmann::json& reply) {
+                         const nlohmann::ordered_json& reply) {
   const std::string what = op + " '" + env + "'";
   if (at(reply, "ok") != true) {
     const auto& error = at(reply, "error");
@@ -517,6 +517,8 @@ std::string outcome_text(const std::string& op, const std::string& env,
   return out;
 }
 
-nlohmann::json metrics_from_ps(const nlohmann::json& ps_value) { return {{"status", ps_value}}; }
+nlohmann::ordered_json metrics_from_ps(const nlohmann::ordered_json& ps_value) {
+  return {{"status", ps_value}};
+}
 
 }  // namespace isohost::cli::top

@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 // One answer of the host.
 struct Sample {
   // The value of {"op": "metrics"}: {"status": <ps's value>, "uptime_seconds", "envs", ...}.
-  nlohmann::json metrics;
+  nlohmann::ordered_json metrics;
   // When the answer arrived here: the interval for rates when the host gives no uptime.
   Clock::time_point taken_at{};
 };
@@ -83,12 +83,12 @@ std::string line_text(const Line& line);
 // Wraps a ps answer's value in the shape of a metrics answer, for a host that predates the
 // metrics op: the frame then has no uptime, counters or admissions, and rates come from each
 // worker's own call count.
-nlohmann::json metrics_from_ps(const nlohmann::json& ps_value);
+nlohmann::ordered_json metrics_from_ps(const nlohmann::ordered_json& ps_value);
 
 // One line on what `op` ("release", "hibernate", "wake", "reap") for `env` came to, from the
 // host's whole answer ({"ok": ...}): the receipt in short, why it was not done, or the error.
 std::string outcome_text(const std::string& op, const std::string& env,
-                         const nlohmann::json& reply);
+                         const nlohmann::ordered_json& reply);
 
 // "643M", "1.2G" (RAM, decimal as `isohost ps` writes it) and "612Mi", "1.2Gi" (VRAM).
 std::string ram_text(double bytes);

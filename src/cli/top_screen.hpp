@@ -17,7 +17,7 @@ namespace isohost::cli::top {
 struct HostLink {
   // The metrics answer's value (top_frame.hpp's Sample::metrics). Throws when the host cannot be
   // reached or refuses; the message is shown as it is.
-  std::function<nlohmann::json()> metrics;
+  std::function<nlohmann::ordered_json()> metrics;
   // Sends `op` ("release", "hibernate", "wake", "reap") for `env` and returns one line saying
   // what came of it, a refusal included. Throws only when the host cannot be reached.
   std::function<std::string(const std::string& op, const std::string& env)> act;

@@ -13,7 +13,8 @@
 
 namespace isohost::control {
 
-nlohmann::json send_control_request(const std::string& socket_path, const nlohmann::json& request) {
+nlohmann::ordered_json send_control_request(const std::string& socket_path,
+                                            const nlohmann::ordered_json& request) {
   using asio::local::stream_protocol;
   asio::io_context io;
   stream_protocol::socket socket(io);

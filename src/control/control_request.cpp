@@ -15,10 +15,12 @@ using pool::Request;
 // between them.
 constexpr std::chrono::milliseconds kMetricsSampleAge{1000};
 
-nlohmann::json success(nlohmann::json value) { return {{"ok", true}, {"value", std::move(value)}}; }
+nlohmann::ordered_json success(nlohmann::ordered_json value) {
+  return {{"ok", true}, {"value", std::move(value)}};
+}
 
-nlohmann::json metrics_json(const pool::PoolMetrics& metrics) {
-  nlohmann::json envs = nlohmann::json::object();
+nlohmann::ordered_json metrics_json(const pool::PoolMetrics& metrics) {
+  nlohmann::ordered_json envs = nlohmann::ordered_json::object();
   for (const auto& [name, env] : metrics.envs) envs[name] = env.to_json(metrics.taken_at);
   return {{"status", status_json(metrics.status)},
           {"sample_age_seconds", metrics.sample_age_seconds},
@@ -38,10 +40,12 @@ Request::Kind env_request_kind(const std::string& op) {
 
 }  // namespace
 
-nlohmann::json failure(const Error& error) { return {{"ok", false}, {"error", error.to_json()}}; }
+nlohmann::ordered_json failure(const Error& error) {
+  return {{"ok", false}, {"error", error.to_json()}};
+}
 
 void handle_request(pool::Pool& pool, const std::string& line,
-                    const std::function<void(const nlohmann::json&)>& reply) {
+                    const std::function<void(const nlohmann::ordered_json&)>& reply) {
   RequestLine request;
   try {
     request = parse_request_line(line);

@@ -10,11 +10,11 @@
 namespace isohost::control {
 
 // {"ok": false, "error": {"kind": ..., "message": ..., "detail": ...}}
-nlohmann::json failure(const isohost::Error& error);
+nlohmann::ordered_json failure(const isohost::Error& error);
 
 // Parses one request line and carries it out on the pool (loop thread). `reply` runs once,
 // with the answer; a malformed line is answered with BadRequest, never thrown.
 void handle_request(pool::Pool& pool, const std::string& line,
-                    const std::function<void(const nlohmann::json&)>& reply);
+                    const std::function<void(const nlohmann::ordered_json&)>& reply);
 
 }  // namespace isohost::control

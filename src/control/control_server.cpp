@@ -84,7 +84,7 @@ class Session : public std::enable_shared_from_this<Session> {
     read();
   }
 
-  void answer_and_close(const nlohmann::json& reply) { write(reply, /*then_close=*/true); }
+  void answer_and_close(const nlohmann::ordered_json& reply) { write(reply, /*then_close=*/true); }
 
   // Reads no more: the pending read ends (end of file) and the session with it, once the
   // answers already being written have gone out.
@@ -127,7 +127,7 @@ class Session : public std::enable_shared_from_this<Session> {
     buffer_.consume(line.size());
     books_->unfinished_bytes -= line.size();
     scanned_ = 0;
-    handle_request(pool_, line, [self = shared_from_this()](const nlohmann::json& reply) {
+    handle_request(pool_, line, [self = shared_from_this()](const nlohmann::ordered_json& reply) {
       self->write(reply, /*then_close=*/false);
     });
   }
@@ -137,9 +137,9 @@ class Session : public std::enable_shared_from_this<Session> {
     answer_and_close(failure(Error(ErrorKind::bad_request, why)));
   }
 
-  void write(const nlohmann::json& reply, bool then_close) {
+  void write(const nlohmann::ordered_json& reply, bool then_close) {
     auto text = std::make_shared<std::string>(
-        reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+        reply.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
     asio::async_write(socket_, asio::buffer(*text),
                       [self = shared_from_this(), text, then_close](const asio::error_code& ec, std::size_t) {
                         if (ec || then_close) {

@@ -11,7 +11,7 @@ namespace {
 
 Error bad_request(const std::string& message) { return Error(ErrorKind::bad_request, message); }
 
-std::string required_string(const nlohmann::json& request, const char* key) {
+std::string required_string(const nlohmann::ordered_json& request, const char* key) {
   const auto it = request.find(key);
   if (it == request.end() || !it->is_string()) {
     throw bad_request(std::string("request needs a string field '") + key + "'");
@@ -19,7 +19,8 @@ std::string required_string(const nlohmann::json& request, const char* key) {
   return it->get<std::string>();
 }
 
-nlohmann::json optional_of_type(const nlohmann::json& request, const char* key, nlohmann::json fallback) {
+nlohmann::ordered_json optional_of_type(const nlohmann::ordered_json& request, const char* key,
+                                        nlohmann::ordered_json fallback) {
   const auto it = request.find(key);
   if (it == request.end()) return fallback;
   if (it->type() != fallback.type()) {
@@ -37,7 +38,7 @@ bool known_op(const std::string& op) {
 
 RequestLine parse_request_line(const std::string& line) {
   if (wire::json_depth(line) > wire::kMaxJsonDepth) throw bad_request(wire::too_deep("the request"));
-  const auto request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  const auto request = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded() || !request.is_object()) {
     throw bad_request("request is not a JSON object on one line");
   }
@@ -51,8 +52,8 @@ RequestLine parse_request_line(const std::string& line) {
   out.env = required_string(request, "env");
   if (out.op == "call") {
     out.target = required_string(request, "target");
-    out.args = optional_of_type(request, "args", nlohmann::json::array());
-    out.kwargs = optional_of_type(request, "kwargs", nlohmann::json::object());
+    out.args = optional_of_type(request, "args", nlohmann::ordered_json::array());
+    out.kwargs = optional_of_type(request, "kwargs", nlohmann::ordered_json::object());
   }
   return out;
 }

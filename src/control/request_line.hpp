@@ -18,8 +18,8 @@ struct RequestLine {
   std::string env;
   // For call only.
   std::string target;
-  nlohmann::json args = nlohmann::json::array();
-  nlohmann::json kwargs = nlohmann::json::object();
+  nlohmann::ordered_json args = nlohmann::ordered_json::array();
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
 };
 
 // The ops a client may send, in the order the unknown-op error lists them.

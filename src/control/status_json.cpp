@@ -5,12 +5,12 @@
 namespace isohost::control {
 namespace {
 
-nlohmann::json optional_json(const std::optional<std::uint64_t>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
+nlohmann::ordered_json optional_json(const std::optional<std::uint64_t>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
 
 // RSS, PSS, private, VRAM of one process; nulls where unknown, never a guessed 0.
-void add_memory(nlohmann::json& out, const std::optional<pool::ProcessMemory>& memory) {
+void add_memory(nlohmann::ordered_json& out, const std::optional<pool::ProcessMemory>& memory) {
   if (!memory) return;
   if (memory->ram) {
     out["rss"] = memory->ram->rss;
@@ -30,13 +30,13 @@ void add_memory(nlohmann::json& out, const std::optional<pool::ProcessMemory>& m
 
 // Per device, the books: what the card has, what isohost's workers hold split by what gives it
 // back, what other processes hold, what is kept in reserve and what is promised.
-nlohmann::json devices_json(const pool::PoolStatus& status) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json devices_json(const pool::PoolStatus& status) {
+  auto out = nlohmann::ordered_json::array();
   const auto ledger = status.snapshot ? memory::build_ledger(*status.snapshot) : memory::Ledger{};
   for (const auto& d : status.devices) {
-    nlohmann::json entry{{"index", d.device.index}, {"name", d.device.name},
-                         {"total", d.device.total}, {"free", d.device.free},
-                         {"used", d.device.used},   {"foreign", optional_json(d.foreign)}};
+    nlohmann::ordered_json entry{{"index", d.device.index}, {"name", d.device.name},
+                                 {"total", d.device.total}, {"free", d.device.free},
+                                 {"used", d.device.used},   {"foreign", optional_json(d.foreign)}};
     if (const auto* books = ledger.device(static_cast<int>(d.device.index))) {
       entry["workers_vram"] = books->workers_used();
       entry["fixed"] = books->workers_fixed();
@@ -53,10 +53,10 @@ nlohmann::json devices_json(const pool::PoolStatus& status) {
 
 }  // namespace
 
-nlohmann::json status_json(const pool::PoolStatus& status) {
-  auto workers_json = nlohmann::json::array();
+nlohmann::ordered_json status_json(const pool::PoolStatus& status) {
+  auto workers_json = nlohmann::ordered_json::array();
   for (const auto& w : status.workers) {
-    nlohmann::json entry{
+    nlohmann::ordered_json entry{
         {"env", w.env},
         {"pid", w.pid},
         {"generation", w.generation},
@@ -64,27 +64,29 @@ nlohmann::json status_json(const pool::PoolStatus& status) {
         {"idle_seconds", w.idle_seconds},
         {"calls", w.calls},
         // A worker still starting has said no hello yet (null).
-        {"python", w.hello.is_object() ? w.hello.value("python", nlohmann::json()) : nullptr},
-        {"torch", w.hello.is_object() ? w.hello.value("torch", nlohmann::json()) : nullptr},
+        {"python",
+         w.hello.is_object() ? w.hello.value("python", nlohmann::ordered_json()) : nullptr},
+        {"torch", w.hello.is_object() ? w.hello.value("torch", nlohmann::ordered_json()) : nullptr},
         {"origin", w.origin},
-        {"zygote_pid", w.zygote_pid > 0 ? nlohmann::json(w.zygote_pid) : nlohmann::json()}};
+        {"zygote_pid",
+         w.zygote_pid > 0 ? nlohmann::ordered_json(w.zygote_pid) : nlohmann::ordered_json()}};
     add_memory(entry, w.memory);
     if (w.memory) {
       // Fixed: the context (VRAM used less what the allocator holds) and the RAM at ready.
       // Reclaimable: the allocator's cache, which release gives back.
       // A worker that did not answer (it died, or its call holds the GIL) has no report.
-      const auto report = w.report.is_object() ? w.report : nlohmann::json::object();
-      const auto allocator = report.value("allocator", nlohmann::json());
+      const auto report = w.report.is_object() ? w.report : nlohmann::ordered_json::object();
+      const auto allocator = report.value("allocator", nlohmann::ordered_json());
       const std::uint64_t reserved =
           allocator.is_object() ? allocator.value("reserved", std::uint64_t{0}) : 0;
       const std::uint64_t allocated =
           allocator.is_object() ? allocator.value("allocated", std::uint64_t{0}) : 0;
       entry["allocator_reserved"] =
-          allocator.is_object() ? nlohmann::json(reserved) : nlohmann::json();
+          allocator.is_object() ? nlohmann::ordered_json(reserved) : nlohmann::ordered_json();
       entry["fixed_vram"] =
           w.memory->vram
-              ? nlohmann::json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
-              : nlohmann::json();
+              ? nlohmann::ordered_json(*w.memory->vram > reserved ? *w.memory->vram - reserved : 0)
+              : nlohmann::ordered_json();
       entry["fixed_ram"] = optional_json(w.pss_at_ready);
       entry["reclaimable_vram"] = reserved > allocated ? reserved - allocated : 0;
       entry["cuda_initialized"] = report.value("cuda_initialized", false);
@@ -93,10 +95,10 @@ nlohmann::json status_json(const pool::PoolStatus& status) {
     if (w.sleep) entry["sleep"] = w.sleep->to_json();
     workers_json.push_back(std::move(entry));
   }
-  nlohmann::json host{{"pid", status.host_pid}};
+  nlohmann::ordered_json host{{"pid", status.host_pid}};
   add_memory(host, status.host_memory);
-  nlohmann::json out{{"host", std::move(host)}, {"workers", std::move(workers_json)}};
-  out["zygotes"] = nlohmann::json::array();
+  nlohmann::ordered_json out{{"host", std::move(host)}, {"workers", std::move(workers_json)}};
+  out["zygotes"] = nlohmann::ordered_json::array();
   for (const auto& z : status.zygotes) out["zygotes"].push_back(z.to_json());
   if (status.host_memory) {
     out["devices"] = devices_json(status);

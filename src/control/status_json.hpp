@@ -10,6 +10,6 @@
 
 namespace isohost::control {
 
-nlohmann::json status_json(const pool::PoolStatus& status);
+nlohmann::ordered_json status_json(const pool::PoolStatus& status);
 
 }  // namespace isohost::control

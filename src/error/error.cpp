@@ -43,16 +43,16 @@ std::optional<ErrorKind> error_kind_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-nlohmann::json Error::to_json() const {
-  nlohmann::json out{{"kind", kind_name()}, {"message", what()}};
+nlohmann::ordered_json Error::to_json() const {
+  nlohmann::ordered_json out{{"kind", kind_name()}, {"message", what()}};
   if (!detail_.is_null()) out["detail"] = detail_;
   return out;
 }
 
-Error Error::from_json(const nlohmann::json& error) {
+Error Error::from_json(const nlohmann::ordered_json& error) {
   const auto kind = error_kind_from_name(error.value("kind", ""));
   return Error(kind.value_or(ErrorKind::control_error), error.value("message", "unknown error"),
-               error.value("detail", nlohmann::json()));
+               error.value("detail", nlohmann::ordered_json()));
 }
 
 }  // namespace isohost

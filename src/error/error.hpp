@@ -42,7 +42,7 @@ std::optional<ErrorKind> error_kind_from_name(const std::string& name);
 // from the loop thread to a caller's future shares nothing with the loop's own copy.
 class Error : public std::exception {
  public:
-  Error(ErrorKind kind, std::string message, nlohmann::json detail = nullptr)
+  Error(ErrorKind kind, std::string message, nlohmann::ordered_json detail = nullptr)
       : message_(std::move(message)), kind_(kind), detail_(std::move(detail)) {}
 
   [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
@@ -50,15 +50,15 @@ class Error : public std::exception {
   [[nodiscard]] ErrorKind kind() const { return kind_; }
   [[nodiscard]] const char* kind_name() const { return error_kind_name(kind_); }
   // The worker's own account where there is one: {"type", "message", "where", "traceback"}.
-  [[nodiscard]] const nlohmann::json& detail() const { return detail_; }
+  [[nodiscard]] const nlohmann::ordered_json& detail() const { return detail_; }
 
-  [[nodiscard]] nlohmann::json to_json() const;
-  static Error from_json(const nlohmann::json& error);
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
+  static Error from_json(const nlohmann::ordered_json& error);
 
  private:
   std::string message_;
   ErrorKind kind_;
-  nlohmann::json detail_;
+  nlohmann::ordered_json detail_;
 };
 
 }  // namespace isohost

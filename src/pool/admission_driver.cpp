@@ -252,22 +252,23 @@ void AdmissionDriver::answer(const std::shared_ptr<Admission>& job,
                  job->device, job->env, purpose, done.empty() ? "" : " though it " + done,
                  explanation);
   }
-  job->answer({{"granted", granted},
-               {"outcome", memory::to_string(outcome)},
-               {"grant", plan.grant_id ? nlohmann::json(*plan.grant_id) : nlohmann::json()},
-               {"bytes", job->bytes},
-               {"device", job->device},
-               {"free", plan.free},
-               {"reserve", plan.reserve},
-               {"pending", plan.pending},
-               {"foreign", plan.foreign},
-               {"grantable", plan.grantable},
-               {"steps", job->steps_done},
-               {"not_hibernated", job->not_hibernated},
-               {"not_slept", job->not_slept},
-               {"plans", job->plans},
-               {"waited_seconds", waited},
-               {"explanation", explanation}});
+  job->answer(
+      {{"granted", granted},
+       {"outcome", memory::to_string(outcome)},
+       {"grant", plan.grant_id ? nlohmann::ordered_json(*plan.grant_id) : nlohmann::ordered_json()},
+       {"bytes", job->bytes},
+       {"device", job->device},
+       {"free", plan.free},
+       {"reserve", plan.reserve},
+       {"pending", plan.pending},
+       {"foreign", plan.foreign},
+       {"grantable", plan.grantable},
+       {"steps", job->steps_done},
+       {"not_hibernated", job->not_hibernated},
+       {"not_slept", job->not_slept},
+       {"plans", job->plans},
+       {"waited_seconds", waited},
+       {"explanation", explanation}});
   deciding_ = false;
   asio::post(io_, [this] { next(); });
 }

@@ -44,7 +44,7 @@ struct Admission {
   unsigned device = 0;
   std::uint64_t bytes = 0;
   LoopClock::time_point asked_at;  // by the driver's clock
-  std::function<void(nlohmann::json)> answer;
+  std::function<void(nlohmann::ordered_json)> answer;
   // The strongest step carried out so far, and how many rounds of steps.
   memory::AdmissionOutcome made_room = memory::AdmissionOutcome::grant;
   int rounds = 0;

@@ -13,8 +13,8 @@ void DurationHistogram::observe(double seconds) {
   if (bound != kBounds.end()) ++in_bucket_[static_cast<std::size_t>(bound - kBounds.begin())];
 }
 
-nlohmann::json DurationHistogram::to_json() const {
-  auto buckets = nlohmann::json::array();
+nlohmann::ordered_json DurationHistogram::to_json() const {
+  auto buckets = nlohmann::ordered_json::array();
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < kBounds.size(); ++i) {
     cumulative += in_bucket_[i];
@@ -23,8 +23,8 @@ nlohmann::json DurationHistogram::to_json() const {
   return {{"buckets", std::move(buckets)}, {"count", count_}, {"sum", sum_}};
 }
 
-nlohmann::json EnvMetrics::to_json(std::chrono::steady_clock::time_point now) const {
-  nlohmann::json admission;
+nlohmann::ordered_json EnvMetrics::to_json(std::chrono::steady_clock::time_point now) const {
+  nlohmann::ordered_json admission;
   if (last_admission) {
     admission = {{"action", last_admission->action},
                  {"for", last_admission->for_env},

@@ -30,7 +30,7 @@ class DurationHistogram {
   [[nodiscard]] std::uint64_t count() const { return count_; }
   [[nodiscard]] double sum() const { return sum_; }
   // {"buckets": [[bound, cumulative count], ...], "count": N, "sum": S}
-  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 
  private:
   std::array<std::uint64_t, kBounds.size()> in_bucket_{};  // not cumulative
@@ -63,7 +63,7 @@ struct EnvMetrics {
   DurationHistogram wake_seconds;
   std::optional<AdmissionAction> last_admission;
 
-  [[nodiscard]] nlohmann::json to_json(std::chrono::steady_clock::time_point now) const;
+  [[nodiscard]] nlohmann::ordered_json to_json(std::chrono::steady_clock::time_point now) const;
 };
 
 }  // namespace isohost::pool

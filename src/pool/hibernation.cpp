@@ -23,8 +23,8 @@ std::optional<std::uint64_t> rss_of(pid_t pid) {
   }
 }
 
-nlohmann::json optional_bytes(const std::optional<std::uint64_t>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
+nlohmann::ordered_json optional_bytes(const std::optional<std::uint64_t>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
 
 std::string mib_text(const std::optional<std::uint64_t>& bytes) {
@@ -36,21 +36,22 @@ std::string mb_text(const std::optional<std::uint64_t>& bytes) {
   return bytes ? fmt::format("{:.0f} MB", static_cast<double>(*bytes) / 1e6) : "? MB";
 }
 
-nlohmann::json not_done(const char* key, std::string reason) {
+nlohmann::ordered_json not_done(const char* key, std::string reason) {
   return {{key, false}, {"reason", std::move(reason)}};
 }
 
 }  // namespace
 
-nlohmann::json Hibernation::to_json() const {
+nlohmann::ordered_json Hibernation::to_json() const {
   return {
       {"vram_moved", optional_bytes(vram_moved)},
       {"vram_before", optional_bytes(vram_before)},
       {"ram_grown", optional_bytes(ram_grown)},
       {"seconds", seconds},
       {"for_seconds", std::chrono::duration<double>(worker::Worker::Clock::now() - since).count()},
-      {"driver_only_because",
-       driver_only_because.empty() ? nlohmann::json() : nlohmann::json(driver_only_because)}};
+      {"driver_only_because", driver_only_because.empty()
+                                  ? nlohmann::ordered_json()
+                                  : nlohmann::ordered_json(driver_only_because)}};
 }
 
 Hibernator& Pool::hibernator() {
@@ -223,18 +224,18 @@ void Pool::finish_hibernation(Slot& slot, const std::shared_ptr<Worker>& w, Hibe
       "checkpoint {:.0f} ms)",
       w->identity(), mib_text(record.vram_moved), mb_text(record.ram_grown), outcome.seconds,
       outcome.first_ms, outcome.second_ms);
-  done(Outcome::success(
-      {{"hibernated", true},
-       {"pid", w->pid()},
-       {"generation", w->generation()},
-       {"vram_moved", optional_bytes(record.vram_moved)},
-       {"vram_before", optional_bytes(record.vram_before)},
-       {"slept", slot.sleep ? nlohmann::json(slot.sleep->to_json()) : nlohmann::json()},
-       {"driver_only_because", record.driver_only_because},
-       {"ram_grown", optional_bytes(record.ram_grown)},
-       {"seconds", outcome.seconds},
-       {"lock_ms", outcome.first_ms},
-       {"checkpoint_ms", outcome.second_ms}}));
+  done(Outcome::success({{"hibernated", true},
+                         {"pid", w->pid()},
+                         {"generation", w->generation()},
+                         {"vram_moved", optional_bytes(record.vram_moved)},
+                         {"vram_before", optional_bytes(record.vram_before)},
+                         {"slept", slot.sleep ? nlohmann::ordered_json(slot.sleep->to_json())
+                                              : nlohmann::ordered_json()},
+                         {"driver_only_because", record.driver_only_because},
+                         {"ram_grown", optional_bytes(record.ram_grown)},
+                         {"seconds", outcome.seconds},
+                         {"lock_ms", outcome.first_ms},
+                         {"checkpoint_ms", outcome.second_ms}}));
   pump(slot);
 }
 
@@ -282,12 +283,12 @@ void Pool::begin_wake(Slot& slot, Handler done) {
       .asked_at = clock().now(),
       .answer =
           [this, &slot, w, moved, resume, state = w->state(),
-           done = std::move(done)](nlohmann::json answer) mutable {
+           done = std::move(done)](nlohmann::ordered_json answer) mutable {
             if (slot.worker == w) slot.state = EnvState::running;
             if (slot.worker != w || w->state() != state) {
               // Nothing else acts on a worker waiting to wake, so only its end gets here; its
               // grant, if any, goes back at once.
-              const auto grant = answer.value("grant", nlohmann::json());
+              const auto grant = answer.value("grant", nlohmann::ordered_json());
               if (grant.is_number_unsigned())
                 admission_.grants().settle(grant.get<memory::GrantId>());
               if (done) {
@@ -309,7 +310,7 @@ void Pool::begin_wake(Slot& slot, Handler done) {
               pump(slot);
               return;
             }
-            const auto grant = answer.value("grant", nlohmann::json());
+            const auto grant = answer.value("grant", nlohmann::ordered_json());
             resume(grant.is_number_unsigned() ? std::optional(grant.get<memory::GrantId>())
                                               : std::nullopt,
                    std::move(done));
@@ -373,13 +374,13 @@ void Pool::finish_wake(Slot& slot, const std::shared_ptr<Worker>& w, DriverOutco
       "unlock {:.1f} ms)",
       w->identity(), mib_text(moved), mb_text(ram_freed), outcome.seconds, outcome.first_ms,
       outcome.second_ms);
-  nlohmann::json woken{{"woken", true},
-                       {"pid", w->pid()},
-                       {"generation", w->generation()},
-                       {"vram_restored", optional_bytes(moved)},
-                       {"seconds", outcome.seconds},
-                       {"restore_ms", outcome.first_ms},
-                       {"unlock_ms", outcome.second_ms}};
+  nlohmann::ordered_json woken{{"woken", true},
+                               {"pid", w->pid()},
+                               {"generation", w->generation()},
+                               {"vram_restored", optional_bytes(moved)},
+                               {"seconds", outcome.seconds},
+                               {"restore_ms", outcome.first_ms},
+                               {"unlock_ms", outcome.second_ms}};
   if (slot.sleep) {
     // The driver gave back its context; the worker puts its models back itself. The grant of
     // this wake covered both; it is settled once the models are back.

@@ -30,20 +30,23 @@ memory::MemorySettings memory_settings(const HostSettings& host) {
 namespace {
 
 // The worker's report is null when it could not answer (busy in C code, or dying).
-std::optional<memory::Bytes> allocator_figure(const nlohmann::json& report, const char* key) {
+std::optional<memory::Bytes> allocator_figure(const nlohmann::ordered_json& report,
+                                              const char* key) {
   if (!report.is_object()) return std::nullopt;
-  const auto allocator = report.value("allocator", nlohmann::json());
-  if (!allocator.is_object() || !allocator.value(key, nlohmann::json()).is_number_unsigned()) return std::nullopt;
+  const auto allocator = report.value("allocator", nlohmann::ordered_json());
+  if (!allocator.is_object() ||
+      !allocator.value(key, nlohmann::ordered_json()).is_number_unsigned())
+    return std::nullopt;
   return allocator[key].get<memory::Bytes>();
 }
 
 template <typename T>
-T report_figure(const nlohmann::json& report, const char* key, T fallback) {
+T report_figure(const nlohmann::ordered_json& report, const char* key, T fallback) {
   if (!report.is_object()) return fallback;
-  const auto value = report.value(key, nlohmann::json());
+  const auto value = report.value(key, nlohmann::ordered_json());
   try {
     return value.is_null() ? fallback : value.get<T>();
-  } catch (const nlohmann::json::exception&) {
+  } catch (const nlohmann::ordered_json::exception&) {
     return fallback;  // a worker's report is input, not trusted to be well formed
   }
 }

@@ -17,8 +17,8 @@ namespace isohost::pool {
 using worker::Worker;
 using worker::WorkerState;
 
-Request Request::call(std::string env, std::string target, nlohmann::json args,
-                      nlohmann::json kwargs) {
+Request Request::call(std::string env, std::string target, nlohmann::ordered_json args,
+                      nlohmann::ordered_json kwargs) {
   return Request{Kind::call, std::move(env),
                  {{"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}}};
 }
@@ -44,7 +44,7 @@ std::map<std::string, std::string> worker_environment(const EnvironmentConfig& e
 }
 
 // A pickled call's value and what the caller accepts back (docs/protocol.md, "Values").
-void copy_value_fields(const nlohmann::json& from, nlohmann::json& to) {
+void copy_value_fields(const nlohmann::ordered_json& from, nlohmann::ordered_json& to) {
   for (const char* key : {"pickle", "accept"}) {
     if (from.contains(key)) to[key] = from[key];
   }
@@ -87,8 +87,8 @@ std::chrono::milliseconds Pool::call_timeout(const Slot& slot) const {
   return slot.config.call_timeout.value_or(config_.host.call_timeout);
 }
 
-std::future<nlohmann::json> Pool::submit(Request request) {
-  auto promise = std::make_shared<std::promise<nlohmann::json>>();
+std::future<nlohmann::ordered_json> Pool::submit(Request request) {
+  auto promise = std::make_shared<std::promise<nlohmann::ordered_json>>();
   auto future = promise->get_future();
   asio::post(io(), [this, request = std::move(request), promise]() mutable {
     submit_on_loop(std::move(request), [promise](Outcome outcome) {
@@ -135,8 +135,9 @@ void Pool::interrupt_on_loop(std::uint64_t ticket, std::chrono::milliseconds gra
   }
 }
 
-std::future<nlohmann::json> Pool::call(const std::string& env, const std::string& target,
-                                       nlohmann::json args, nlohmann::json kwargs) {
+std::future<nlohmann::ordered_json> Pool::call(const std::string& env, const std::string& target,
+                                               nlohmann::ordered_json args,
+                                               nlohmann::ordered_json kwargs) {
   return submit(Request::call(env, target, std::move(args), std::move(kwargs)));
 }
 
@@ -305,9 +306,9 @@ void Pool::pump(Slot& slot) {
 worker::Worker::AskHandler Pool::ask_handler(decltype(Request::on_ask) on_ask) {
   if (!on_ask) return nullptr;
   // The caller answers from its own thread; the worker is written to from the loop only.
-  return [this, on_ask = std::move(on_ask)](const nlohmann::json& ask,
+  return [this, on_ask = std::move(on_ask)](const nlohmann::ordered_json& ask,
                                             worker::Worker::AskAnswer answer) {
-    on_ask(ask, [this, answer = std::move(answer)](nlohmann::json reply) {
+    on_ask(ask, [this, answer = std::move(answer)](nlohmann::ordered_json reply) {
       asio::post(io(), [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
     });
   };
@@ -334,7 +335,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
     });
     return;
   }
-  nlohmann::json message;
+  nlohmann::ordered_json message;
   std::string what;
   std::chrono::milliseconds timeout{0};
   if (request.kind == Request::Kind::call) {
@@ -387,7 +388,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
 void Pool::answer_resting(Slot& slot, Pending pending) {
   const auto& w = *slot.worker;
   const bool asleep = w.state() == WorkerState::asleep;
-  nlohmann::json answer;
+  nlohmann::ordered_json answer;
   if (pending.request.kind == Request::Kind::sleep && asleep) {
     answer = {
         {"asleep", true}, {"already", true}, {"pid", w.pid()}, {"generation", w.generation()}};
@@ -457,8 +458,8 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
             if (auto w = weak->lock()) on_worker_exit(slot, w, report);
           },
       .on_worker_request =
-          [this, &slot, weak](const nlohmann::json& request,
-                              std::function<void(nlohmann::json)> answer) {
+          [this, &slot, weak](const nlohmann::ordered_json& request,
+                              std::function<void(nlohmann::ordered_json)> answer) {
             if (auto w = weak->lock()) on_worker_request(slot, w, request, std::move(answer));
           },
       .run_escape_pass =
@@ -588,10 +589,11 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
                    outcome.error().what());
     } else {
       // The worker's receipt is its own word: anything but an object counts as saying nothing.
-      const auto r = outcome.value().is_object() ? outcome.value() : nlohmann::json::object();
+      const auto r =
+          outcome.value().is_object() ? outcome.value() : nlohmann::ordered_json::object();
       const auto freed = [&r](const char* before, const char* after) {
-        const auto b = r.value(before, nlohmann::json());
-        const auto a = r.value(after, nlohmann::json());
+        const auto b = r.value(before, nlohmann::ordered_json());
+        const auto a = r.value(after, nlohmann::ordered_json());
         return b.is_number() && a.is_number() ? b.get<double>() - a.get<double>() : 0.0;
       };
       spdlog::info(
@@ -599,7 +601,8 @@ void Pool::release(Slot& slot, const std::string& why, std::function<void()> don
           "{:.1f} MiB of VRAM cache in {:.3f} s",
           why, name, pid, generation, freed("rss_before", "rss_after") / 1e6,
           freed("reserved_before", "reserved_after") / 1048576.0,
-          r.value("seconds", nlohmann::json()).is_number() ? r["seconds"].get<double>() : 0.0);
+          r.value("seconds", nlohmann::ordered_json()).is_number() ? r["seconds"].get<double>()
+                                                                   : 0.0);
     }
     if (done) done();
   };

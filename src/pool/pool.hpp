@@ -3,7 +3,7 @@
 // The pool of workers: one slot per environment, lazily started, replaced on death.
 //
 //   Pool pool(load_config("isohost.toml"));
-//   nlohmann::json sum = pool.call("math", "operator:add", {1, 2}).get();  // 3
+//   nlohmann::ordered_json sum = pool.call("math", "operator:add", {1, 2}).get();  // 3
 //   pool.shutdown();
 //
 // Thread safety: the public future-returning members may be called from any thread; they post
@@ -55,7 +55,7 @@ using worker::Outcome;
 
 // Whether a worker's runtime offers `sleep`, from its hello's capabilities (null while it has
 // said no hello yet).
-bool offers_sleep(const nlohmann::json& hello);
+bool offers_sleep(const nlohmann::ordered_json& hello);
 
 // Brings up one worker process (Worker::launch's shape). The pool's seam for starting workers:
 // a test puts one that fails on cue or counts its starts.
@@ -98,10 +98,11 @@ class Pool : private AdmissionSteps {
   Pool& operator=(const Pool&) = delete;
 
   // Any thread. The future holds the result or throws isohost::Error.
-  std::future<nlohmann::json> submit(Request request);
-  std::future<nlohmann::json> call(const std::string& env, const std::string& target,
-                                   nlohmann::json args = nlohmann::json::array(),
-                                   nlohmann::json kwargs = nlohmann::json::object());
+  std::future<nlohmann::ordered_json> submit(Request request);
+  std::future<nlohmann::ordered_json> call(
+      const std::string& env, const std::string& target,
+      nlohmann::ordered_json args = nlohmann::ordered_json::array(),
+      nlohmann::ordered_json kwargs = nlohmann::ordered_json::object());
   std::future<PoolStatus> status();
   // Any thread: `handler` runs once on the loop thread with the whole Outcome (a pickled
   // value and its descriptors included), so it must not block.
@@ -230,8 +231,9 @@ class Pool : private AdmissionSteps {
   // Admission (vram_admission.cpp; admission_driver.hpp decides): reserve_vram from a worker,
   // make_room from the embedding host, and the steps the driver asks of idle workers.
   void on_worker_request(Slot& slot, const std::shared_ptr<worker::Worker>& w,
-                         const nlohmann::json& request, std::function<void(nlohmann::json)> answer);
-  void make_room_for_host(const nlohmann::json& message, Handler handler);
+                         const nlohmann::ordered_json& request,
+                         std::function<void(nlohmann::ordered_json)> answer);
+  void make_room_for_host(const nlohmann::ordered_json& message, Handler handler);
   void measure(std::function<void(PoolStatus)> done) override;
   Begun begin_step(const memory::AdmissionStep& step, const std::string& for_env,
                    const std::string& why, StepDone done) override;
@@ -280,7 +282,7 @@ class Pool : private AdmissionSteps {
                       const worker::ExitReport& report);
   void finish_shutdown_if_done();
   // The last report `pid` gave, from the last status with memory.
-  [[nodiscard]] std::optional<nlohmann::json> cached_report(pid_t pid) const;
+  [[nodiscard]] std::optional<nlohmann::ordered_json> cached_report(pid_t pid) const;
   // Admission made room in `slot`'s environment for `for_env` (the live view shows it).
   static void note_admission_step(Slot& slot, const char* action, const std::string& for_env);
   [[nodiscard]] std::chrono::milliseconds call_timeout(const Slot& slot) const;

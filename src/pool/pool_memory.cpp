@@ -131,7 +131,7 @@ void Pool::status_with_memory_on_loop(std::function<void(PoolStatus)> done, Repo
   finish(false);
 }
 
-std::optional<nlohmann::json> Pool::cached_report(pid_t pid) const {
+std::optional<nlohmann::ordered_json> Pool::cached_report(pid_t pid) const {
   if (!recent_memory_) return std::nullopt;
   for (const auto& w : recent_memory_->status.workers) {
     if (w.pid == pid && w.report.is_object()) return w.report;

@@ -38,7 +38,7 @@ struct Hibernation {
   // Why the worker did not sleep first, so that the driver moved its models too (no torch, a
   // CUDA graph alive, the sleep failed); empty when it slept, and the driver moved what was left.
   std::string driver_only_because;
-  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 };
 
 // What a worker's sleep moved into its own host RAM (docs/sleep.md), for ps, the admission of
@@ -51,7 +51,7 @@ struct Sleep {
   // What stayed on the card (not resizable, not torch's): its context holds it.
   std::uint64_t left_on_card = 0;
   double seconds = 0;  // the worker's whole sleep, as it timed it
-  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 };
 
 struct WorkerStatus {
@@ -66,10 +66,10 @@ struct WorkerStatus {
   std::uint64_t calls = 0;
   worker::Worker::Clock::time_point spawned_at;
   std::optional<worker::Worker::Clock::time_point> ready_at;
-  nlohmann::json hello;
+  nlohmann::ordered_json hello;
   // Filled by status_with_memory: measured from outside, and the worker's own report.
   std::optional<ProcessMemory> memory;
-  nlohmann::json report;
+  nlohmann::ordered_json report;
   // PSS when the worker said hello: the interpreter and its imports, its fixed RAM cost.
   std::optional<std::uint64_t> pss_at_ready;
   // Set while the worker is hibernated.

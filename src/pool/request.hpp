@@ -29,21 +29,22 @@ struct Request {
   Kind kind = Kind::call;
   std::string env;
   // call: target, args, kwargs. query: op.
-  nlohmann::json message = nlohmann::json::object();
+  nlohmann::ordered_json message = nlohmann::ordered_json::object();
   // call: the memfds of a pickled value in `message` ("pickle"), forwarded to the worker
   // untouched (docs/protocol.md, "Values").
   wire::SharedFds buffers;
   // call: serves the worker's asks and tells while this call runs (docs/protocol.md, "Asks").
   // Runs on the loop thread and must not block; its `answer` may be called once, from any
   // thread, while the pool lives. Unset: the worker's asks are answered as unsupported.
-  std::function<void(const nlohmann::json& ask, std::function<void(nlohmann::json reply)> answer)>
+  std::function<void(const nlohmann::ordered_json& ask,
+                     std::function<void(nlohmann::ordered_json reply)> answer)>
       on_ask;
   // call: names it for Pool::interrupt (Pool::new_ticket); 0: it cannot be interrupted.
   std::uint64_t ticket = 0;
 
   static Request call(std::string env, std::string target,
-                      nlohmann::json args = nlohmann::json::array(),
-                      nlohmann::json kwargs = nlohmann::json::object());
+                      nlohmann::ordered_json args = nlohmann::ordered_json::array(),
+                      nlohmann::ordered_json kwargs = nlohmann::ordered_json::object());
 };
 
 }  // namespace isohost::pool

@@ -20,8 +20,9 @@ using worker::WorkerState;
 
 // A figure of the worker's receipt; the receipt is input, never trusted to be well formed.
 template <typename T>
-T receipt_figure(const nlohmann::json& receipt, const char* key, T fallback) {
-  const auto value = receipt.is_object() ? receipt.value(key, nlohmann::json()) : nlohmann::json();
+T receipt_figure(const nlohmann::ordered_json& receipt, const char* key, T fallback) {
+  const auto value =
+      receipt.is_object() ? receipt.value(key, nlohmann::ordered_json()) : nlohmann::ordered_json();
   if (!value.is_number()) return fallback;
   const auto number = value.get<double>();
   return number >= 0 ? static_cast<T>(number) : fallback;
@@ -29,8 +30,8 @@ T receipt_figure(const nlohmann::json& receipt, const char* key, T fallback) {
 
 // " into new memory" and the like: where the receipt says the copy went (a buffer mapped for
 // this sleep, the last wake's, or one the worker faulted in while idle); only those words.
-std::string into_which_buffer(const nlohmann::json& receipt) {
-  const auto which = receipt.value("host_buffer", nlohmann::json());
+std::string into_which_buffer(const nlohmann::ordered_json& receipt) {
+  const auto which = receipt.value("host_buffer", nlohmann::ordered_json());
   if (!which.is_string()) return "";
   const auto name = which.get<std::string>();
   if (name != "new" && name != "kept" && name != "prepared") return "";
@@ -39,7 +40,7 @@ std::string into_which_buffer(const nlohmann::json& receipt) {
 
 }  // namespace
 
-nlohmann::json Sleep::to_json() const {
+nlohmann::ordered_json Sleep::to_json() const {
   return {{"bytes", bytes},
           {"storages", storages},
           {"left_on_card", left_on_card},
@@ -47,10 +48,10 @@ nlohmann::json Sleep::to_json() const {
           {"for_seconds", std::chrono::duration<double>(Worker::Clock::now() - since).count()}};
 }
 
-bool offers_sleep(const nlohmann::json& hello) {
+bool offers_sleep(const nlohmann::ordered_json& hello) {
   // A hello is input, not trusted.
   if (!hello.is_object()) return false;
-  const auto capabilities = hello.value("capabilities", nlohmann::json());
+  const auto capabilities = hello.value("capabilities", nlohmann::ordered_json());
   if (!capabilities.is_array()) return false;
   for (const auto& c : capabilities) {
     if (c == "sleep") return true;
@@ -90,7 +91,7 @@ void Pool::put_to_sleep(Slot& slot, Handler done) {
                             .bytes = receipt_figure<std::uint64_t>(receipt, "bytes", 0),
                             .storages = receipt_figure<std::uint64_t>(receipt, "storages", 0),
                             .seconds = receipt_figure<double>(receipt, "seconds", 0)};
-               const auto left = receipt.value("left_on_card", nlohmann::json());
+               const auto left = receipt.value("left_on_card", nlohmann::ordered_json());
                record.left_on_card = receipt_figure<std::uint64_t>(left, "bytes", 0);
                w->mark_asleep();
                slot.sleep = record;
@@ -119,8 +120,8 @@ void Pool::check_asleep_after_failure(Slot& slot, const std::shared_ptr<Worker>&
   w->query("memory", [this, &slot, w, failure = std::move(failure),
                       done = std::move(done)](Outcome report) mutable {
     const auto asleep = report.ok() && report.value().is_object()
-                            ? report.value().value("asleep", nlohmann::json())
-                            : nlohmann::json();
+                            ? report.value().value("asleep", nlohmann::ordered_json())
+                            : nlohmann::ordered_json();
     if (slot.worker == w && w->state() == WorkerState::ready && asleep.is_object()) {
       slot.sleep = Sleep{.since = Clock::now(),
                          .bytes = receipt_figure<std::uint64_t>(asleep, "bytes", 0),

@@ -33,18 +33,19 @@ bool can_take(memory::StepKind step, WorkerState state) {
 
 }  // namespace
 
-void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const nlohmann::json& request,
-                             std::function<void(nlohmann::json)> answer) {
+void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
+                             const nlohmann::ordered_json& request,
+                             std::function<void(nlohmann::ordered_json)> answer) {
   const auto op = request.value("op", std::string());
   if (op == "reserve_done") {
-    const auto grant = request.value("grant", nlohmann::json());
+    const auto grant = request.value("grant", nlohmann::ordered_json());
     if (grant.is_number_unsigned() && admission_.grants().settle(grant.get<memory::GrantId>())) {
       spdlog::debug("worker '{}' settled grant {}", slot.config.name, grant.dump());
     }
     return;
   }
-  const auto bytes = request.value("bytes", nlohmann::json());
-  const auto device = request.value("device", nlohmann::json());
+  const auto bytes = request.value("bytes", nlohmann::ordered_json());
+  const auto device = request.value("device", nlohmann::ordered_json());
   if (!bytes.is_number_unsigned() || (!device.is_null() && !device.is_number_unsigned())) {
     answer({{"granted", false},
             {"outcome", "refuse"},
@@ -63,10 +64,10 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w, const
   admission_.ask(std::move(job));
 }
 
-void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
-  const auto bytes = message.value("bytes", nlohmann::json());
-  const auto device = message.value("device", nlohmann::json(0));
-  const auto whole = [](const nlohmann::json& v) {
+void Pool::make_room_for_host(const nlohmann::ordered_json& message, Handler handler) {
+  const auto bytes = message.value("bytes", nlohmann::ordered_json());
+  const auto device = message.value("device", nlohmann::ordered_json(0));
+  const auto whole = [](const nlohmann::ordered_json& v) {
     return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
   };
   if (!whole(bytes) || !whole(device)) {
@@ -80,7 +81,7 @@ void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
   // unanswered (the pool shut down meanwhile), a refusal when the last copy of it goes.
   struct AnswerOnce {
     Handler handler;
-    void operator()(nlohmann::json answer) {
+    void operator()(nlohmann::ordered_json answer) {
       std::exchange(handler, nullptr)(Outcome::success(std::move(answer)));
     }
     ~AnswerOnce() {
@@ -96,7 +97,7 @@ void Pool::make_room_for_host(const nlohmann::json& message, Handler handler) {
       .device = device.get<unsigned>(),
       .bytes = bytes.get<std::uint64_t>(),
       .asked_at = clock().now(),
-      .answer = [once](nlohmann::json answer) { (*once)(std::move(answer)); },
+      .answer = [once](nlohmann::ordered_json answer) { (*once)(std::move(answer)); },
   }));
 }
 

@@ -15,14 +15,15 @@ using worker::Outcome;
 using worker::Worker;
 using worker::WorkerState;
 
-nlohmann::json ZygoteStatus::to_json() const {
-  nlohmann::json out{{"env", env},
-                     {"pid", pid},
-                     {"state", state},
-                     {"preload", preload},
-                     {"forks", forks},
-                     {"starts", starts},
-                     {"refusal", refusal ? nlohmann::json(*refusal) : nlohmann::json()}};
+nlohmann::ordered_json ZygoteStatus::to_json() const {
+  nlohmann::ordered_json out{
+      {"env", env},
+      {"pid", pid},
+      {"state", state},
+      {"preload", preload},
+      {"forks", forks},
+      {"starts", starts},
+      {"refusal", refusal ? nlohmann::ordered_json(*refusal) : nlohmann::ordered_json()}};
   if (memory && memory->ram) {
     out["rss"] = memory->ram->rss;
     out["pss"] = memory->ram->pss;
@@ -82,7 +83,7 @@ void Zygote::on_ready(const Error* error) {
         std::chrono::duration<double>(Clock::now() - process_->spawned_at()).count();
     spdlog::info("the zygote of '{}' (pid {}) is ready: preloaded {} in {:.2f} s", env(),
                  process_->pid(), fmt::join(options_.preload, ","), seconds);
-    const auto refusal = process_->hello().value("refusal", nlohmann::json());
+    const auto refusal = process_->hello().value("refusal", nlohmann::ordered_json());
     if (refusal.is_string()) refuse(refusal.get<std::string>());
   }
   on_change_();
@@ -124,7 +125,7 @@ void Zygote::refuse(const std::string& reason) {
   if (process_) process_->shutdown(std::chrono::seconds(1));
 }
 
-pid_t Zygote::new_child(const nlohmann::json& answer, std::uint64_t asked_at,
+pid_t Zygote::new_child(const nlohmann::ordered_json& answer, std::uint64_t asked_at,
                         wire::UniqueFd& pidfd) const {
   const auto field = answer.is_object() ? answer.find("pid") : answer.end();
   if (!answer.is_object() || field == answer.end() || !field->is_number_integer() || *field <= 0) {
@@ -162,10 +163,10 @@ void Zygote::fork(const std::string& env_name, unsigned generation, ForkDone don
                              .host_side_socket = std::move(channels.host_side_socket),
                              .stdout_read = std::move(channels.stdout_read),
                              .stderr_read = std::move(channels.stderr_read)});
-  nlohmann::json request{{"op", "fork"},
-                         {"env", env_name},
-                         {"generation", generation},
-                         {"descriptors", {"socket", "side", "stdout", "stderr"}}};
+  nlohmann::ordered_json request{{"op", "fork"},
+                                 {"env", env_name},
+                                 {"generation", generation},
+                                 {"descriptors", {"socket", "side", "stdout", "stderr"}}};
   const auto asked_at = probe::boot_clock_ticks();
   process_->request(
       std::move(request), options_.start_timeout, "fork",

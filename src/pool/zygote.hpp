@@ -49,7 +49,7 @@ struct ZygoteStatus {
   std::optional<std::string> refusal;
   // Filled by Pool::status_with_memory.
   std::optional<ProcessMemory> memory;
-  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] nlohmann::ordered_json to_json() const;
 };
 
 class Zygote {
@@ -89,7 +89,7 @@ class Zygote {
   // The pid in a fork answer, once it is shown to be the new child: a host's child (so it can
   // be reaped), not the zygote, and started after `asked_at` (probe::boot_clock_ticks()). Opens
   // its pidfd into `pidfd`. Throws std::runtime_error saying why not.
-  pid_t new_child(const nlohmann::json& answer, std::uint64_t asked_at,
+  pid_t new_child(const nlohmann::ordered_json& answer, std::uint64_t asked_at,
                   wire::UniqueFd& pidfd) const;
 
   void start();

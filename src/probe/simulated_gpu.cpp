@@ -17,7 +17,7 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
 
-nlohmann::json read_file(const std::string& path) {
+nlohmann::ordered_json read_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     throw ProbeError(ProbeError::Cause::unreadable,
@@ -26,21 +26,21 @@ nlohmann::json read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   try {
-    auto doc = nlohmann::json::parse(text.str());
-    if (!doc.is_object() || !doc.value("devices", nlohmann::json()).is_array()) {
+    auto doc = nlohmann::ordered_json::parse(text.str());
+    if (!doc.is_object() || !doc.value("devices", nlohmann::ordered_json()).is_array()) {
       throw ProbeError(ProbeError::Cause::malformed, "simulated GPU " + path + " has no \"devices\" array");
     }
     return doc;
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::ordered_json::exception& e) {
     throw ProbeError(ProbeError::Cause::malformed, "simulated GPU " + path + ": " + e.what());
   }
 }
 
 bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-std::vector<GpuProcess> live_processes(const nlohmann::json& doc, unsigned index) {
+std::vector<GpuProcess> live_processes(const nlohmann::ordered_json& doc, unsigned index) {
   std::vector<GpuProcess> out;
-  for (const auto& p : doc.value("processes", nlohmann::json::array())) {
+  for (const auto& p : doc.value("processes", nlohmann::ordered_json::array())) {
     const auto pid = p.value("pid", pid_t{0});
     if (p.value("device", 0U) != index || !process_alive(pid)) continue;
     out.push_back({.pid = pid, .used = p.value("used_mib", std::uint64_t{0}) * kMiB});
@@ -64,7 +64,7 @@ std::vector<GpuDevice> SimulatedGpu::devices() const {
       device.free = device.total - device.used;
       out.push_back(std::move(device));
     }
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::ordered_json::exception& e) {
     throw ProbeError(ProbeError::Cause::malformed, "simulated GPU " + path_ + ": " + e.what());
   }
   return out;
@@ -73,7 +73,7 @@ std::vector<GpuDevice> SimulatedGpu::devices() const {
 std::vector<GpuProcess> SimulatedGpu::processes(unsigned index) const {
   try {
     return live_processes(read_file(path_), index);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::ordered_json::exception& e) {
     throw ProbeError(ProbeError::Cause::malformed, "simulated GPU " + path_ + ": " + e.what());
   }
 }

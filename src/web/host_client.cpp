@@ -27,8 +27,8 @@ bool host_gone(const std::string& socket_path) {
   return rc != 0 && (error == ENOENT || error == ECONNREFUSED);
 }
 
-nlohmann::json fetch_metrics(const std::string& socket_path) {
-  nlohmann::json answer;
+nlohmann::ordered_json fetch_metrics(const std::string& socket_path) {
+  nlohmann::ordered_json answer;
   try {
     answer = control::send_control_request(socket_path, {{"op", "metrics"}});
   } catch (const isohost::Error& e) {
@@ -43,7 +43,7 @@ nlohmann::json fetch_metrics(const std::string& socket_path) {
                               (named ? (*error)["message"].get<std::string>() : answer.dump()),
                           false);
   }
-  auto value = answer.value("value", nlohmann::json());
+  auto value = answer.value("value", nlohmann::ordered_json());
   if (!value.is_object() || !value.contains("status") || !value["status"].is_object()) {
     throw HostUnavailable("the host's metrics answer has no status object", false);
   }

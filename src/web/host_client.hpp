@@ -26,7 +26,7 @@ class HostUnavailable : public std::runtime_error {
 // The value of {"op": "metrics"}: {"status": <ps>, "sample_age_seconds", "uptime_seconds",
 // "envs": {...}}. Blocking. Throws HostUnavailable when the host cannot be reached or answers
 // with an error or something that is not an object.
-nlohmann::json fetch_metrics(const std::string& socket_path);
+nlohmann::ordered_json fetch_metrics(const std::string& socket_path);
 
 // True when nothing listens on the socket (no such file, or connection refused): the host has
 // ended. False while a host accepts, even one that answers slowly.

@@ -11,7 +11,7 @@
 namespace isohost::web {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;

@@ -22,7 +22,7 @@ namespace isohost::web {
 
 // Pure: the families for one answer ({"status", "envs", "uptime_seconds", ...}). Fields that are
 // missing or of the wrong type are left out, never thrown on.
-std::vector<prometheus::MetricFamily> metric_families(const nlohmann::json& metrics);
+std::vector<prometheus::MetricFamily> metric_families(const nlohmann::ordered_json& metrics);
 
 // A Collectable that asks the host once per Collect(), so each scrape is one control request
 // (the host serves memory figures from a sample at most a second old).

@@ -3,7 +3,7 @@
 namespace isohost::web {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // The field's value when `object` is an object that has it, else null.
 json value_of(const json& object, const char* key) {

@@ -25,30 +25,30 @@ class StatusHistory {
       : capacity_(capacity), interval_seconds_(interval_seconds) {}
 
   // A sample taken at `unix_seconds`: it becomes the latest, and its point joins the history.
-  void record(nlohmann::json metrics, double unix_seconds);
+  void record(nlohmann::ordered_json metrics, double unix_seconds);
   // A sample that failed: the latest answer stays (the page shows it as stale, with the reason),
   // and no point is added for that second.
   void record_failure(std::string reason, double unix_seconds);
 
   // {"latest": answer or null, "latest_at": t or null, "error": reason or null, "error_at",
   //  "interval_seconds", "capacity", "history": [points with t > since, oldest first]}.
-  [[nodiscard]] nlohmann::json to_json(double since) const;
+  [[nodiscard]] nlohmann::ordered_json to_json(double since) const;
 
   // Pure: the point kept for one answer, RAM and VRAM per worker, zygote, host and device:
   // {"t", "workers": [{"env", "pid", "generation", "pss", "vram"}], "zygotes": [{"env", "pid",
   //  "pss"}], "host_pss", "devices": [{"index", "name", "total", "used", "free"}]}.
   // Unknown figures are null.
-  static nlohmann::json point(const nlohmann::json& metrics, double unix_seconds);
+  static nlohmann::ordered_json point(const nlohmann::ordered_json& metrics, double unix_seconds);
 
  private:
   std::size_t capacity_;
   double interval_seconds_;
   mutable std::mutex mutex_;
-  nlohmann::json latest_;
+  nlohmann::ordered_json latest_;
   std::optional<double> latest_at_;
   std::optional<std::string> error_;
   std::optional<double> error_at_;
-  std::deque<nlohmann::json> points_;
+  std::deque<nlohmann::ordered_json> points_;
 };
 
 }  // namespace isohost::web

@@ -30,7 +30,8 @@ std::uint32_t get_u32(const std::uint8_t* in) {
 
 }  // namespace
 
-std::vector<std::uint8_t> encode_frame(const nlohmann::json& body, std::uint32_t buffer_count) {
+std::vector<std::uint8_t> encode_frame(const nlohmann::ordered_json& body,
+                                       std::uint32_t buffer_count) {
   if (!body.is_object()) throw WireError("frame body must be a JSON object");
   if (buffer_count > kMaxBuffers) {
     throw WireError("frame carries " + std::to_string(buffer_count) + " buffers; at most " +
@@ -38,7 +39,7 @@ std::vector<std::uint8_t> encode_frame(const nlohmann::json& body, std::uint32_t
   }
   // Invalid UTF-8 in a string is replaced rather than thrown on: a caller's odd bytes should
   // not take the connection down.
-  std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text = body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   if (text.size() > kMaxJsonLength) {
     throw WireError("frame body of " + std::to_string(text.size()) + " bytes exceeds the " +
                     std::to_string(kMaxJsonLength) + "-byte limit");
@@ -81,10 +82,11 @@ FrameHeader decode_header(std::span<const std::uint8_t, kHeaderSize> bytes) {
   return header;
 }
 
-nlohmann::json decode_body(std::span<const std::uint8_t> bytes) {
+nlohmann::ordered_json decode_body(std::span<const std::uint8_t> bytes) {
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (json_depth(text) > kMaxJsonDepth) throw WireError(too_deep("frame body"));
-  auto body = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  auto body = nlohmann::ordered_json::parse(bytes.begin(), bytes.end(), nullptr,
+                                            /*allow_exceptions=*/false);
   if (body.is_discarded()) throw WireError("frame body is not valid JSON");
   if (!body.is_object()) throw WireError("frame body is JSON but not an object");
   return body;

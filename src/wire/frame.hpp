@@ -48,21 +48,22 @@ struct FrameHeader {
 
 // One decoded message: its JSON object and the buffers (memfds) that travelled with it.
 struct Frame {
-  nlohmann::json body;
+  nlohmann::ordered_json body;
   std::vector<UniqueFd> buffers;
 };
 
 // Header followed by the JSON body; the caller attaches `buffer_count` descriptors to the
 // send that carries the first byte. Throws WireError when the body is not an object or is too
 // large, or when there are too many buffers.
-std::vector<std::uint8_t> encode_frame(const nlohmann::json& body, std::uint32_t buffer_count = 0);
+std::vector<std::uint8_t> encode_frame(const nlohmann::ordered_json& body,
+                                       std::uint32_t buffer_count = 0);
 
 // Validates a 16-byte header. Throws WireError naming what is wrong.
 FrameHeader decode_header(std::span<const std::uint8_t, kHeaderSize> bytes);
 
 // Parses and validates a body: UTF-8 JSON, an object, nested at most kMaxJsonDepth deep.
 // Throws WireError.
-nlohmann::json decode_body(std::span<const std::uint8_t> bytes);
+nlohmann::ordered_json decode_body(std::span<const std::uint8_t> bytes);
 
 // Reassembles frames from a byte stream and the descriptors received beside it. Bytes and
 // descriptors may arrive in any split; descriptors are handed to frames in arrival order. More

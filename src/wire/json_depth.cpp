@@ -30,9 +30,10 @@ std::size_t json_depth(std::string_view text, std::size_t stop_after) {
   return deepest;
 }
 
-nlohmann::json parse_within_depth(std::string_view text) {
-  if (json_depth(text) > kMaxJsonDepth) return nlohmann::json(nlohmann::json::value_t::discarded);
-  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+nlohmann::ordered_json parse_within_depth(std::string_view text) {
+  if (json_depth(text) > kMaxJsonDepth)
+    return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  return nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
 std::string too_deep(std::string_view what) {

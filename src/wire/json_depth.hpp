@@ -27,7 +27,7 @@ std::size_t json_depth(std::string_view text, std::size_t stop_after = kMaxJsonD
 
 // `text` parsed, or a discarded value (is_discarded()) when it is not JSON or nests deeper than
 // kMaxJsonDepth: for callers that answer both the same way.
-nlohmann::json parse_within_depth(std::string_view text);
+nlohmann::ordered_json parse_within_depth(std::string_view text);
 
 // The refusal each caller raises: "<what> nests arrays and objects more than 256 levels deep
 // (the limit)".

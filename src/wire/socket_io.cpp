@@ -85,7 +85,7 @@ ReceiveStatus receive_some(int socket_fd, FrameReader& reader) {
   return n == 0 ? ReceiveStatus::end_of_file : ReceiveStatus::data;
 }
 
-void SendQueue::push(const nlohmann::json& body, std::vector<UniqueFd> buffers) {
+void SendQueue::push(const nlohmann::ordered_json& body, std::vector<UniqueFd> buffers) {
   pending_.push_back(
       Pending{encode_frame(body, static_cast<std::uint32_t>(buffers.size())), std::move(buffers)});
 }
@@ -111,7 +111,7 @@ bool SendQueue::flush(int socket_fd) {
   return true;
 }
 
-void send_frame(int socket_fd, const nlohmann::json& body, std::span<const int> buffers) {
+void send_frame(int socket_fd, const nlohmann::ordered_json& body, std::span<const int> buffers) {
   const auto bytes = encode_frame(body, static_cast<std::uint32_t>(buffers.size()));
   std::size_t sent = 0;
   while (sent < bytes.size()) {

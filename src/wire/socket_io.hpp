@@ -29,7 +29,7 @@ ReceiveStatus receive_some(int socket_fd, FrameReader& reader);
 // ride on the sendmsg that carries its first byte, as the protocol requires.
 class SendQueue {
  public:
-  void push(const nlohmann::json& body, std::vector<UniqueFd> buffers = {});
+  void push(const nlohmann::ordered_json& body, std::vector<UniqueFd> buffers = {});
 
   // Sends as much as the socket takes without blocking. Returns true when the queue is empty.
   // Throws std::system_error on a socket error (EPIPE included: the peer is gone).
@@ -47,7 +47,8 @@ class SendQueue {
 };
 
 // Blocking send of one whole frame: for simple synchronous peers (tests, the control client).
-void send_frame(int socket_fd, const nlohmann::json& body, std::span<const int> buffers = {});
+void send_frame(int socket_fd, const nlohmann::ordered_json& body,
+                std::span<const int> buffers = {});
 
 // Blocking receive of one whole frame using `reader` for leftovers between calls. Returns
 // nullopt at end-of-file.

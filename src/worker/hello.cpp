@@ -8,7 +8,7 @@
 namespace isohost::worker {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 using wire::WireError;
 
 std::string type_of(const Json& value) {

@@ -14,6 +14,6 @@ namespace isohost::worker {
 // Python as its child). The fields a host only reports (`env`, `python`, `executable`, `torch`,
 // `capabilities`, a zygote's `zygote`, `preload` and `refusal`) must have their documented types
 // where present, since ps and the zygote read them.
-void check_hello(const nlohmann::json& body);
+void check_hello(const nlohmann::ordered_json& body);
 
 }  // namespace isohost::worker

@@ -70,7 +70,7 @@ std::vector<std::string> worker_argv(const WorkerOptions& options) {
 }
 
 // A frame's `op`; a missing or non-string one is the peer's protocol error.
-std::string op_of(const nlohmann::json& body) {
+std::string op_of(const nlohmann::ordered_json& body) {
   const auto it = body.find("op");
   if (it == body.end()) throw wire::WireError("frame without an 'op'");
   if (!it->is_string())
@@ -81,7 +81,7 @@ std::string op_of(const nlohmann::json& body) {
 // Reads a reply's outcome, field by field, before its handler is taken: a reply whose `ok`,
 // `error` or `error`'s fields have the wrong JSON type is the worker's protocol error, and the
 // handler still waiting then gets that error when the worker is killed for it.
-Outcome reply_outcome(const nlohmann::json& body, const std::string& what,
+Outcome reply_outcome(const nlohmann::ordered_json& body, const std::string& what,
                       std::vector<wire::UniqueFd>& buffers) {
   const auto ok = body.find("ok");
   if (ok == body.end() || !ok->is_boolean()) throw wire::WireError("reply without a boolean 'ok'");
@@ -90,7 +90,7 @@ Outcome reply_outcome(const nlohmann::json& body, const std::string& what,
       return Outcome::pickled(*pickle, wire::SharedFds(std::move(buffers)));
     }
     const auto value = body.find("value");
-    return Outcome::success(value == body.end() ? nlohmann::json() : *value);
+    return Outcome::success(value == body.end() ? nlohmann::ordered_json() : *value);
   }
   const auto error = body.find("error");
   if (error == body.end() || !error->is_object())
@@ -274,7 +274,7 @@ void Worker::read_frames(Lane& lane) {
           self->condemn(Error(ErrorKind::protocol_error, self->identity() +
                                                              " broke the protocol: " + e.what()));
           return;
-        } catch (const nlohmann::json::exception& e) {
+        } catch (const nlohmann::ordered_json::exception& e) {
           // A field of a type no check above foresaw: still the worker's error, never a silent
           // end of this lane's reading with its callers left waiting.
           self->condemn(Error(ErrorKind::protocol_error,
@@ -333,13 +333,13 @@ bool Worker::is_worker_request(const std::string& op) {
 
 namespace {
 
-nlohmann::json unsupported(const std::string& message) {
+nlohmann::ordered_json unsupported(const std::string& message) {
   return {{"ok", false}, {"error", {{"type", "Unsupported"}, {"message", message}}}};
 }
 
 }  // namespace
 
-void Worker::handle_worker_request(const nlohmann::json& body) {
+void Worker::handle_worker_request(const nlohmann::ordered_json& body) {
   std::optional<std::int64_t> id;
   if (const auto field = body.find("id"); field != body.end()) {
     if (!field->is_number_integer()) throw wire::WireError("worker request with a non-integer id");
@@ -354,7 +354,7 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
     if (id) send_answer(*id, unsupported("this host does not serve worker requests"));
     return;
   }
-  auto answer = [weak = weak_from_this(), id](nlohmann::json value) {
+  auto answer = [weak = weak_from_this(), id](nlohmann::ordered_json value) {
     auto self = weak.lock();
     if (!id || !self) return;
     self->send_answer(*id, {{"ok", true}, {"value", std::move(value)}});
@@ -362,7 +362,7 @@ void Worker::handle_worker_request(const nlohmann::json& body) {
   events_.on_worker_request(body, std::move(answer));
 }
 
-void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> id) {
+void Worker::handle_ask(const nlohmann::ordered_json& body, std::optional<std::int64_t> id) {
   if (op_of(body) == "ask" && !id) throw wire::WireError("ask without an integer id");
   const auto name = body.find("name");
   std::string refusal;
@@ -381,7 +381,7 @@ void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> 
     return;
   }
   auto answered = std::make_shared<bool>(false);
-  request_.on_ask(body, [weak = weak_from_this(), id, answered](nlohmann::json reply) {
+  request_.on_ask(body, [weak = weak_from_this(), id, answered](nlohmann::ordered_json reply) {
     auto self = weak.lock();
     if (!id || !self || *answered) return;
     *answered = true;
@@ -389,7 +389,7 @@ void Worker::handle_ask(const nlohmann::json& body, std::optional<std::int64_t> 
   });
 }
 
-void Worker::send_answer(std::int64_t id, nlohmann::json reply) {
+void Worker::send_answer(std::int64_t id, nlohmann::ordered_json reply) {
   if (state_ == WorkerState::dead) return;
   reply["op"] = "answer";
   reply["id"] = id;
@@ -414,7 +414,7 @@ void Worker::interrupt(std::chrono::milliseconds grace) {
       });
 }
 
-void Worker::handle_hello(const nlohmann::json& body) {
+void Worker::handle_hello(const nlohmann::ordered_json& body) {
   check_hello(body);
   hello_ = body;
   ready_at_ = Clock::now();
@@ -423,7 +423,7 @@ void Worker::handle_hello(const nlohmann::json& body) {
   if (events_.on_ready) events_.on_ready(nullptr);
 }
 
-void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers) {
+void Worker::handle_reply(const nlohmann::ordered_json& body, std::vector<wire::UniqueFd> buffers) {
   const auto id_field = body.find("id");
   if (id_field == body.end() || !id_field->is_number_integer()) {
     throw wire::WireError("reply without an integer id");
@@ -452,8 +452,9 @@ void Worker::handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd
   handler(std::move(outcome));
 }
 
-void Worker::request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
-                     Handler handler, std::vector<wire::UniqueFd> buffers, AskHandler on_ask) {
+void Worker::request(nlohmann::ordered_json message, std::chrono::milliseconds timeout,
+                     std::string what, Handler handler, std::vector<wire::UniqueFd> buffers,
+                     AskHandler on_ask) {
   if (state_ != WorkerState::ready) {
     handler(Outcome::failure(Error(ErrorKind::bad_request,
                                    identity() + " cannot take a request while " +
@@ -493,7 +494,8 @@ void Worker::query(const std::string& op, Handler handler) {
   send(side_, {{"op", op}, {"id", id}});
 }
 
-void Worker::send(Lane& lane, const nlohmann::json& body, std::vector<wire::UniqueFd> buffers) {
+void Worker::send(Lane& lane, const nlohmann::ordered_json& body,
+                  std::vector<wire::UniqueFd> buffers) {
   if (socket_failed_) return;
   lane.outgoing.push(body, std::move(buffers));
   flush(lane);
@@ -612,7 +614,7 @@ Error Worker::death_error(const proc::ExitStatus& status) const {
                                  ? std::string(" while ") + worker_state_name(state_)
                                  : " while idle";
   return Error(ErrorKind::crashed, identity() + " " + status.describe() + during + stderr_tail(),
-               nlohmann::json{{"exit", status.describe()}});
+               nlohmann::ordered_json{{"exit", status.describe()}});
 }
 
 void Worker::on_process_exit() {

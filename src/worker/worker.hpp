@@ -128,11 +128,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
   using Handler = std::function<void(Outcome)>;
   // Answers a worker's `ask` with {"ok": true, "value": V} or {"ok": false, "error": {"type",
   // "message"}}; loop thread only, once (later calls, or calls after the worker died, do nothing).
-  using AskAnswer = std::function<void(nlohmann::json reply)>;
+  using AskAnswer = std::function<void(nlohmann::ordered_json reply)>;
   // What the caller of a call does with the `ask` and `tell` frames the worker sends while that
   // call runs (docs/protocol.md, "Asks"): `ask` is the frame's body ({"op", "name", "value"});
   // for a `tell` the answer does nothing. Runs on the loop thread.
-  using AskHandler = std::function<void(const nlohmann::json& ask, AskAnswer answer)>;
+  using AskHandler = std::function<void(const nlohmann::ordered_json& ask, AskAnswer answer)>;
 
   struct Events {
     // Once: nullptr when hello arrived, else the reason the start failed.
@@ -143,7 +143,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
     // requests"): `reserve_vram` with an id, answered through `answer`; `reserve_done` without
     // one (`answer` then does nothing). `answer` may be called later, once; after the worker
     // died it does nothing. Unset: such requests are refused as unsupported.
-    std::function<void(const nlohmann::json& request, std::function<void(nlohmann::json)> answer)>
+    std::function<void(const nlohmann::ordered_json& request,
+                       std::function<void(nlohmann::ordered_json)> answer)>
         on_worker_request;
     // Runs, off the loop, the pass that ends what an ended worker left outside the host's tree
     // (proc::end_escaped walks /proc: 0.6 to 14 ms). Unset: the pass runs on the loop.
@@ -171,7 +172,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
   // descriptors that come with the reply reach the handler in Outcome::buffers().
   // `on_ask` serves the asks and tells the worker makes during this request; without one they
   // are answered as unsupported.
-  void request(nlohmann::json message, std::chrono::milliseconds timeout, std::string what,
+  void request(nlohmann::ordered_json message, std::chrono::milliseconds timeout, std::string what,
                Handler handler, std::vector<wire::UniqueFd> buffers = {},
                AskHandler on_ask = nullptr);
 
@@ -204,7 +205,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
   [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] unsigned generation() const { return options_.generation; }
   [[nodiscard]] WorkerState state() const { return state_; }
-  [[nodiscard]] const nlohmann::json& hello() const { return hello_; }
+  [[nodiscard]] const nlohmann::ordered_json& hello() const { return hello_; }
   [[nodiscard]] Clock::time_point spawned_at() const { return spawned_at_; }
   [[nodiscard]] std::optional<Clock::time_point> ready_at() const { return ready_at_; }
   [[nodiscard]] const std::string& env_name() const { return options_.env_name; }
@@ -231,12 +232,13 @@ class Worker : public std::enable_shared_from_this<Worker> {
   void read_frames(Lane& lane);
   void on_socket_closed(const Lane& lane);
   void handle_frame(Lane& lane, wire::Frame frame);
-  void handle_hello(const nlohmann::json& body);
-  void handle_reply(const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
-  void handle_worker_request(const nlohmann::json& body);
-  void handle_ask(const nlohmann::json& body, std::optional<std::int64_t> id);
-  void send_answer(std::int64_t id, nlohmann::json reply);
-  void send(Lane& lane, const nlohmann::json& body, std::vector<wire::UniqueFd> buffers = {});
+  void handle_hello(const nlohmann::ordered_json& body);
+  void handle_reply(const nlohmann::ordered_json& body, std::vector<wire::UniqueFd> buffers = {});
+  void handle_worker_request(const nlohmann::ordered_json& body);
+  void handle_ask(const nlohmann::ordered_json& body, std::optional<std::int64_t> id);
+  void send_answer(std::int64_t id, nlohmann::ordered_json reply);
+  void send(Lane& lane, const nlohmann::ordered_json& body,
+            std::vector<wire::UniqueFd> buffers = {});
   void flush(Lane& lane);
   void watch_exit();
   void on_process_exit();
@@ -268,7 +270,7 @@ class Worker : public std::enable_shared_from_this<Worker> {
     // Runs from an interrupt of the main-lane request until that request ends.
     asio::steady_timer interrupt;
   } deadlines_;
-  nlohmann::json hello_;
+  nlohmann::ordered_json hello_;
   Clock::time_point spawned_at_;
   std::optional<Clock::time_point> ready_at_;
   std::int64_t next_id_ = 1;

@@ -21,6 +21,19 @@ def test_json_call_is_unchanged(host):
     assert host.call("w", "isohost_test_funcs:kwargs_echo", a=1, b=[None, "x"]) == {"a": 1, "b": [None, "x"]}
 
 
+def test_plain_json_dicts_keep_their_key_order(host):
+    # Plain JSON crosses as JSON through the C++ core, which keeps an object's keys in the
+    # order they came (nlohmann::ordered_json), both ways and nested, as a Python dict does.
+    value = {"zeta": 1, "alpha": {"y": [{"b": 2, "a": 1}], "x": None}, "mid": "m"}
+    result = echo(host, value)
+    assert result == value
+    assert list(result) == ["zeta", "alpha", "mid"]
+    assert list(result["alpha"]) == ["y", "x"]
+    assert list(result["alpha"]["y"][0]) == ["b", "a"]
+    kwargs = host.call("w", "isohost_test_funcs:kwargs_echo", z=1, a=2, m=3)
+    assert list(kwargs) == ["z", "a", "m"]
+
+
 @pytest.mark.parametrize("value", [
     {"a": [1, 2.5, None, True, "é"], "b": {"c": []}},
     (1, (2, 3)),

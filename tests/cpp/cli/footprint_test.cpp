@@ -9,7 +9,7 @@
 namespace isohost {
 namespace {
 
-nlohmann::json run_json(const std::string& args) {
+nlohmann::ordered_json run_json(const std::string& args) {
   const std::string command = std::string(ISOHOST_BINARY) + " footprint --python " +
                               ISOHOST_TEST_PYTHON + " --json " + args + " 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -18,7 +18,7 @@ nlohmann::json run_json(const std::string& args) {
   std::size_t n;
   while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
   EXPECT_EQ(::pclose(pipe), 0) << command;
-  return nlohmann::json::parse(out);
+  return nlohmann::ordered_json::parse(out);
 }
 
 TEST(Footprint, TorchCostsManyTimesTheBareInterpreter) {

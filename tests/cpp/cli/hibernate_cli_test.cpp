@@ -82,16 +82,16 @@ class HibernateCli : public ::testing::Test {
 TEST_F(HibernateCli, HibernateShowsInPsAndWakeRestores) {
   const auto opened = run(cli("call g isohost_fake_cuda_context:open_context"));
   ASSERT_EQ(opened.status, 0) << opened.out;
-  const int pid = nlohmann::json::parse(opened.out)["pid"];
+  const int pid = nlohmann::ordered_json::parse(opened.out)["pid"];
   const auto hibernated = run(cli("hibernate g"));
   EXPECT_EQ(hibernated.status, 0) << hibernated.out;
-  EXPECT_EQ(nlohmann::json::parse(hibernated.out)["hibernated"], true);
+  EXPECT_EQ(nlohmann::ordered_json::parse(hibernated.out)["hibernated"], true);
   const auto ps = run(cli("ps"));
   EXPECT_THAT(ps.out, HasSubstr("IN-RAM"));
   EXPECT_THAT(ps.out, ::testing::ContainsRegex("g +" + std::to_string(pid) + " +1 hibernated"));
   const auto woken = run(cli("wake g"));
   EXPECT_EQ(woken.status, 0) << woken.out;
-  EXPECT_EQ(nlohmann::json::parse(woken.out)["woken"], true);
+  EXPECT_EQ(nlohmann::ordered_json::parse(woken.out)["woken"], true);
   const auto again = run(cli("wake g"));
   EXPECT_EQ(again.status, 1) << "a wake that did not happen fails";
   EXPECT_THAT(again.out, HasSubstr("wake g: worker 'g' (pid " + std::to_string(pid) +
@@ -115,8 +115,8 @@ TEST_F(HibernateCli, BadRequestsAreNamed) {
 }
 
 TEST_F(HibernateCli, AHibernatedWorkerDiesWithAHostKilledHard) {
-  const int pid =
-      nlohmann::json::parse(run(cli("call g isohost_fake_cuda_context:open_context")).out)["pid"];
+  const int pid = nlohmann::ordered_json::parse(
+      run(cli("call g isohost_fake_cuda_context:open_context")).out)["pid"];
   ASSERT_EQ(run(cli("hibernate g")).status, 0);
   ::kill(host_.pid, SIGKILL);
   proc::reap(host_.pidfd.get());

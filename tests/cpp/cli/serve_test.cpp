@@ -77,7 +77,7 @@ class ServedHost {
     return log_.get();
   }
 
-  nlohmann::json ask(const nlohmann::json& request) {
+  nlohmann::ordered_json ask(const nlohmann::ordered_json& request) {
     return control::send_control_request(socket_, request);
   }
   pid_t pid() const { return child_.pid; }
@@ -180,7 +180,7 @@ TEST(Serve, ShutdownEndsTheHostThoughClientsKeepTheirConnectionsOpen) {
   ASSERT_TRUE(
       after_a_call.send_all(R"({"op":"call","env":"a","target":"operator:add","args":[1,2]})"
                             "\n"));
-  EXPECT_EQ(nlohmann::json::parse(after_a_call.read_line())["value"], 3);
+  EXPECT_EQ(nlohmann::ordered_json::parse(after_a_call.read_line())["value"], 3);
   EXPECT_TRUE(host.ask({{"op", "shutdown"}})["ok"]);
   // Before, the host waited for both clients to hang up.
   ASSERT_TRUE(eventually([&] { return !process_alive(host.pid()); }, 10s))
@@ -283,7 +283,7 @@ TEST(Serve, KillNineOfTheHostTakesTheZygoteAndItsBusyForkedWorkerAtOnce) {
       // The host dies under this call: that is the point.
     }
   });
-  nlohmann::json ps;
+  nlohmann::ordered_json ps;
   ASSERT_TRUE(eventually([&] {
     ps = host.ask({{"op", "ps"}})["value"];
     return ps["workers"][0]["state"] == "busy";

@@ -17,8 +17,8 @@ using ::testing::Not;
 constexpr double kMiB = 1048576.0;
 
 // A metrics answer with one ready worker of env "a", a zygote of env "z" and one device.
-nlohmann::json metrics(double calls = 12, double uptime = 100) {
-  auto status = nlohmann::json::parse(R"({
+nlohmann::ordered_json metrics(double calls = 12, double uptime = 100) {
+  auto status = nlohmann::ordered_json::parse(R"({
     "host": {"pid": 1000, "pss": 20000000},
     "workers": [{"env": "a", "pid": 4242, "generation": 3, "state": "ready", "idle_seconds": 4.5,
                  "calls": 7, "pss": 643000000, "private": 600000000, "vram": 641728512,
@@ -40,13 +40,14 @@ nlohmann::json metrics(double calls = 12, double uptime = 100) {
                         {"reserve", 0},
                         {"pending", 0},
                         {"grantable", 500 * kMiB}}};
-  nlohmann::json out{{"status", status}, {"uptime_seconds", uptime}, {"sample_age_seconds", 0.4}};
+  nlohmann::ordered_json out{
+      {"status", status}, {"uptime_seconds", uptime}, {"sample_age_seconds", 0.4}};
   out["envs"]["a"] = {{"calls", calls}, {"call_errors", 0}, {"crashes", 0},
                       {"starts", 1},    {"releases", 0},    {"last_admission", nullptr}};
   return out;
 }
 
-Sample sample(nlohmann::json m, double at_seconds = 0) {
+Sample sample(nlohmann::ordered_json m, double at_seconds = 0) {
   return {.metrics = std::move(m),
           .taken_at = Clock::time_point{} + std::chrono::duration_cast<Clock::duration>(
                                                 std::chrono::duration<double>(at_seconds))};
@@ -195,7 +196,7 @@ TEST(TopFrame, ATinyContextStillGetsACell) {
 
 TEST(TopFrame, AMachineWithoutGpuSaysSoInOneLine) {
   auto m = metrics();
-  m["status"]["devices"] = nlohmann::json::array();
+  m["status"]["devices"] = nlohmann::ordered_json::array();
   m["status"]["gpu"] = "no NVIDIA driver (libnvidia-ml.so.1 not found)";
   const auto text = plain_text(build_frame(nullptr, sample(m), {.width = 160}));
   EXPECT_THAT(text, HasSubstr("GPU: none (no NVIDIA driver (libnvidia-ml.so.1 not found))\n"));
@@ -249,20 +250,21 @@ TEST(TopFrame, FieldsOfTheWrongTypeShowAsDashesAndNeverThrow) {
        {R"({})", R"({"status": 7})", R"({"status": {"workers": "x", "devices": {}}})",
         R"({"status": {"workers": [{"env": 1, "pid": "x", "pss": "big"}], "zygotes": [3]},
                                "envs": {"1": {"calls": "many"}}, "uptime_seconds": "long"})"}) {
-    const auto m = nlohmann::json::parse(text);
+    const auto m = nlohmann::ordered_json::parse(text);
     const auto before = sample(m);
     EXPECT_NO_THROW({
       const auto frame = build_frame(&before, sample(m, 1), {.width = 120});
       plain_text(frame);
     }) << text;
   }
-  const auto frame = build_frame(nullptr, sample(nlohmann::json::parse(R"({})")), {.width = 120});
+  const auto frame =
+      build_frame(nullptr, sample(nlohmann::ordered_json::parse(R"({})")), {.width = 120});
   EXPECT_THAT(plain_text(frame), HasSubstr("(no workers running)"));
 }
 
 TEST(TopFrame, OutcomeOfEachKeySaysWhatHappened) {
-  const auto ok = [](nlohmann::json value) {
-    return nlohmann::json{{"ok", true}, {"value", std::move(value)}};
+  const auto ok = [](nlohmann::ordered_json value) {
+    return nlohmann::ordered_json{{"ok", true}, {"value", std::move(value)}};
   };
   EXPECT_EQ(outcome_text("release", "a",
                          ok({{"rss_before", 251000000},

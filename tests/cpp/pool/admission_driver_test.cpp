@@ -86,20 +86,20 @@ class AdmissionDriverTest : public ::testing::Test {
  protected:
   // A request of the embedding host (no worker to watch, no grant booked) for `need_mib`.
   std::shared_ptr<Admission> ask(AdmissionDriver& driver, memory::Bytes need_mib,
-                                 std::vector<nlohmann::json>& answers) {
-    auto job = std::make_shared<Admission>(
-        Admission{.env = "host" + std::to_string(answers.size()),
-                  .for_host = true,
-                  .bytes = mib(need_mib),
-                  .asked_at = clock.now(),
-                  .answer = [&answers](nlohmann::json a) { answers.push_back(std::move(a)); }});
+                                 std::vector<nlohmann::ordered_json>& answers) {
+    auto job = std::make_shared<Admission>(Admission{
+        .env = "host" + std::to_string(answers.size()),
+        .for_host = true,
+        .bytes = mib(need_mib),
+        .asked_at = clock.now(),
+        .answer = [&answers](nlohmann::ordered_json a) { answers.push_back(std::move(a)); }});
     driver.ask(job);
     return job;
   }
 
   // Runs the loop until `count` answers are in; whenever it has nothing to do, lets the
   // driver's shortest poll (10 ms) pass. Fails after an hour of the driver's time.
-  void run_until(const std::vector<nlohmann::json>& answers, std::size_t count) {
+  void run_until(const std::vector<nlohmann::ordered_json>& answers, std::size_t count) {
     const auto give_up = clock.now() + 1h;
     while (answers.size() < count) {
       ASSERT_LT(clock.now(), give_up) << "the driver stopped with " << answers.size() << " answers";
@@ -114,7 +114,7 @@ class AdmissionDriverTest : public ::testing::Test {
   // Two requests of the host: the first (2000 MiB) needs a release whose answer `pool` holds
   // back; the second (100 MiB) fits, but waits its turn. Returns once the release has begun.
   void ask_two_behind_a_held_release(FakePool& pool, AdmissionDriver& driver,
-                                     std::vector<nlohmann::json>& answers) {
+                                     std::vector<nlohmann::ordered_json>& answers) {
     pool.answer_later = true;
     ask(driver, 2000, answers);
     ask(driver, 100, answers);
@@ -130,7 +130,7 @@ class AdmissionDriverTest : public ::testing::Test {
 TEST_F(AdmissionDriverTest, GrantsWhatFitsWithoutAStep) {
   FakePool pool({{.id = "a", .held_mib = 1000}}, 10000);
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask(driver, 2000, answers);
   run_until(answers, 1);
   EXPECT_EQ(answers[0]["outcome"], "grant") << answers[0].dump();
@@ -141,12 +141,12 @@ TEST_F(AdmissionDriverTest, GrantsWhatFitsWithoutAStep) {
 TEST_F(AdmissionDriverTest, ReleasesAnIdleCacheThenPlansAgainAndGrants) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask(driver, 2000, answers);
   run_until(answers, 1);
   EXPECT_EQ(answers[0]["outcome"], "release_then_grant") << answers[0].dump();
   EXPECT_EQ(pool.steps, std::vector<std::string>{"release a for host0"});
-  EXPECT_EQ(answers[0]["steps"], nlohmann::json::array({"released 'a'"}));
+  EXPECT_EQ(answers[0]["steps"], nlohmann::ordered_json::array({"released 'a'"}));
   EXPECT_EQ(answers[0]["plans"].size(), 1u);
   EXPECT_EQ(pool.measured, 2) << "one plan before the step, one after";
 }
@@ -154,7 +154,7 @@ TEST_F(AdmissionDriverTest, ReleasesAnIdleCacheThenPlansAgainAndGrants) {
 TEST_F(AdmissionDriverTest, OneRequestAtATimeInOrder) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask_two_behind_a_held_release(pool, driver, answers);
   clock.advance(1h);
   run_ready();
@@ -168,7 +168,7 @@ TEST_F(AdmissionDriverTest, OneRequestAtATimeInOrder) {
 TEST_F(AdmissionDriverTest, ARequestWaitingForBusyWorkersStepsAsideForLaterOnes) {
   FakePool pool({{.id = "busy", .state = memory::WorkerState::busy, .held_mib = 20000}}, 3000);
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask(driver, 10000, answers);  // only the busy worker's memory would make room: it waits
   ask(driver, 1000, answers);   // fits: decided meanwhile
   run_until(answers, 1);
@@ -185,7 +185,7 @@ TEST_F(AdmissionDriverTest, ARequestWaitingForBusyWorkersStepsAsideForLaterOnes)
 TEST_F(AdmissionDriverTest, ARequestSetAsideIsPlannedAgainAtEachPollAndNotBefore) {
   FakePool pool({{.id = "busy", .state = memory::WorkerState::busy, .held_mib = 20000}}, 3000);
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask(driver, 10000, answers);
   run_ready();
   ASSERT_EQ(pool.measured, 1);
@@ -205,7 +205,7 @@ TEST_F(AdmissionDriverTest, AWorkerThatCanNoLongerTakeItsStepEndsInARefusalAfter
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
   pool.refuses.insert("a");  // it started a call after each plan was made
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask(driver, 2000, answers);
   run_until(answers, 1);
   EXPECT_EQ(answers[0]["outcome"], "refuse") << answers[0].dump();
@@ -216,7 +216,7 @@ TEST_F(AdmissionDriverTest, AWorkerThatCanNoLongerTakeItsStepEndsInARefusalAfter
 TEST_F(AdmissionDriverTest, StopDropsWhatWaitsAndDecidesNothingMore) {
   FakePool pool({{.id = "a", .held_mib = 100, .cache_mib = 3000}}, 1000);
   AdmissionDriver driver(io, clock, pool, host);
-  std::vector<nlohmann::json> answers;
+  std::vector<nlohmann::ordered_json> answers;
   ask_two_behind_a_held_release(pool, driver, answers);
   driver.stop();
   pool.held.front()(true, {});

@@ -81,7 +81,7 @@ class ClockedPoolTest : public ::testing::Test {
 
 TEST_F(ClockedPoolTest, AnIdleWorkerIsReleasedAndReapedAtItsWindowsAndNotBefore) {
   Pool pool(config, options());
-  EXPECT_EQ(pool.call("stub", "any:thing", {1, 2}).get(), nlohmann::json::array({1, 2}));
+  EXPECT_EQ(pool.call("stub", "any:thing", {1, 2}).get(), nlohmann::ordered_json::array({1, 2}));
   ASSERT_TRUE(clock->wait_for_alarm(10min)) << "no idle alarm was set after the call";
 
   clock->advance(10min - 1ms);
@@ -134,7 +134,7 @@ TEST_F(ClockedPoolTest, StartsThatKeepFailingAreRefusedUntilTheBackOffDelayPasse
   EXPECT_EQ(call_error(pool.call("stub", "any:thing")).kind(), ErrorKind::crash_loop);
   refuse_launch = false;
   clock->advance(1ms);
-  EXPECT_EQ(pool.call("stub", "any:thing", {7}).get(), nlohmann::json::array({7}));
+  EXPECT_EQ(pool.call("stub", "any:thing", {7}).get(), nlohmann::ordered_json::array({7}));
   EXPECT_EQ(launches, 5);
 }
 

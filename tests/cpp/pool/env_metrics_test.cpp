@@ -30,12 +30,12 @@ TEST(DurationHistogram, CountsCumulativelyPerUpperBoundWithEveryObservationInThe
   EXPECT_DOUBLE_EQ(json["sum"].get<double>(), 0.0004 + 0.001 + 0.3 + 500);
   const auto& buckets = json["buckets"];
   ASSERT_EQ(buckets.size(), DurationHistogram::kBounds.size());
-  EXPECT_EQ(buckets[0], nlohmann::json({0.0005, 1}));
-  EXPECT_EQ(buckets[1], nlohmann::json({0.001, 2}));
-  EXPECT_EQ(buckets[7], nlohmann::json({0.1, 2}));
-  EXPECT_EQ(buckets[8], nlohmann::json({0.25, 2}));
-  EXPECT_EQ(buckets[9], nlohmann::json({0.5, 3}));
-  EXPECT_EQ(buckets.back(), nlohmann::json({120.0, 3}));
+  EXPECT_EQ(buckets[0], nlohmann::ordered_json({0.0005, 1}));
+  EXPECT_EQ(buckets[1], nlohmann::ordered_json({0.001, 2}));
+  EXPECT_EQ(buckets[7], nlohmann::ordered_json({0.1, 2}));
+  EXPECT_EQ(buckets[8], nlohmann::ordered_json({0.25, 2}));
+  EXPECT_EQ(buckets[9], nlohmann::ordered_json({0.5, 3}));
+  EXPECT_EQ(buckets.back(), nlohmann::ordered_json({120.0, 3}));
 }
 
 TEST(DurationHistogram, ANegativeOrNonFiniteFigureCountsAsZeroSoCountsStillAgree) {

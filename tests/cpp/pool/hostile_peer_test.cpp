@@ -57,7 +57,7 @@ struct Answer {
 // Calls every fake environment at once; each call must fail.
 std::vector<Answer> call_all(Pool& pool,
                              const std::vector<std::pair<std::string, std::string>>& modes) {
-  std::vector<std::future<nlohmann::json>> calls;
+  std::vector<std::future<nlohmann::ordered_json>> calls;
   const auto began = Clock::now();
   for (std::size_t i = 0; i < modes.size(); ++i) {
     calls.push_back(pool.call("fake" + std::to_string(i), "m:f"));

@@ -24,27 +24,28 @@ using isohost::test_support::fixture_config;
 // the Python API does) rather than from the loop.
 struct AskingCall {
   std::mutex mutex;
-  std::vector<std::pair<nlohmann::json, std::function<void(nlohmann::json)>>> asks;
+  std::vector<std::pair<nlohmann::ordered_json, std::function<void(nlohmann::ordered_json)>>> asks;
   std::promise<Outcome> outcome;
   std::uint64_t ticket = 0;
 
-  Request request(Pool& pool, const std::string& target, nlohmann::json args) {
+  Request request(Pool& pool, const std::string& target, nlohmann::ordered_json args) {
     auto request = Request::call("a", target, std::move(args));
     ticket = request.ticket = pool.new_ticket();
-    request.on_ask = [this](const nlohmann::json& ask, std::function<void(nlohmann::json)> answer) {
+    request.on_ask = [this](const nlohmann::ordered_json& ask,
+                            std::function<void(nlohmann::ordered_json)> answer) {
       std::lock_guard lock(mutex);
       asks.emplace_back(ask, std::move(answer));
     };
     return request;
   }
 
-  void submit(Pool& pool, const std::string& target, nlohmann::json args) {
+  void submit(Pool& pool, const std::string& target, nlohmann::ordered_json args) {
     pool.submit(request(pool, target, std::move(args)),
                 [this](Outcome o) { outcome.set_value(std::move(o)); });
   }
 
   // Waits for the next ask (polling the list: the loop thread fills it).
-  std::pair<nlohmann::json, std::function<void(nlohmann::json)>> next_ask() {
+  std::pair<nlohmann::ordered_json, std::function<void(nlohmann::ordered_json)>> next_ask() {
     for (;;) {
       {
         std::lock_guard lock(mutex);
@@ -73,14 +74,15 @@ TEST(PoolAsks, AnAskIsAnsweredFromTheCallersThread) {
   }
   const auto outcome = call.outcome.get_future().get();
   ASSERT_TRUE(outcome.ok()) << outcome.error().what();
-  EXPECT_EQ(outcome.value(), nlohmann::json({0, 10, 20}));
+  EXPECT_EQ(outcome.value(), nlohmann::ordered_json({0, 10, 20}));
 }
 
 TEST(PoolAsks, AskingWithoutAHandlerIsUnsupported) {
   Pool pool(fixture_config({"a"}));
-  EXPECT_EQ(pool.call("a", "isohost_test_funcs:ask_failure", {"anyone"}).get(),
-            nlohmann::json({"Unsupported",
-                            "the caller of call isohost_test_funcs:ask_failure serves no asks"}));
+  EXPECT_EQ(
+      pool.call("a", "isohost_test_funcs:ask_failure", {"anyone"}).get(),
+      nlohmann::ordered_json(
+          {"Unsupported", "the caller of call isohost_test_funcs:ask_failure serves no asks"}));
 }
 
 TEST(PoolAsks, AnInterruptRaisesInTheCallAndTheWorkerServesOn) {

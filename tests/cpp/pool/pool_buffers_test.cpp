@@ -29,9 +29,9 @@ constexpr std::size_t kSize = 3u << 20;
 constexpr const char* kOneBytesArgument =
     "gAWVJAAAAAAAAAAojAdpc29ob3N0lEsAjAVieXRlc5SMAUKUTnSUUYWUfZSGlC4=";
 
-nlohmann::json one_buffer_value(std::size_t announced_size) {
+nlohmann::ordered_json one_buffer_value(std::size_t announced_size) {
   return {{"stream", {{"kind", "inline"}, {"data", kOneBytesArgument}}},
-          {"buffers", nlohmann::json::array(
+          {"buffers", nlohmann::ordered_json::array(
                           {{{"kind", "memfd"}, {"size", announced_size}, {"readonly", true}}})}};
 }
 
@@ -50,7 +50,7 @@ std::uint64_t pattern_sum() {
   return sum;
 }
 
-Request pickled_call(const std::string& target, nlohmann::json value,
+Request pickled_call(const std::string& target, nlohmann::ordered_json value,
                      std::vector<wire::UniqueFd> fds) {
   auto request = Request::call("a", target);
   request.message["pickle"] = std::move(value);
@@ -95,7 +95,7 @@ TEST(PoolBuffers, ARequestsMemfdReachesTheWorkerIntact) {
   const auto outcome = outcome_of(
       pool, pickled_call("isohost_value_funcs:checksum", one_buffer_value(kSize), std::move(fds)));
   ASSERT_TRUE(outcome.ok()) << outcome.error().what();
-  EXPECT_EQ(outcome.value(), nlohmann::json::array({kSize, pattern_sum()}));
+  EXPECT_EQ(outcome.value(), nlohmann::ordered_json::array({kSize, pattern_sum()}));
   EXPECT_FALSE(holds_file(memfd)) << "the host closed its copy once sent";
 }
 

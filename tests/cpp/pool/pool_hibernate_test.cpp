@@ -70,10 +70,12 @@ class Hibernate : public ::testing::Test {
     return workers.at(0);
   }
 
-  static nlohmann::json hibernate(Pool& pool) {
+  static nlohmann::ordered_json hibernate(Pool& pool) {
     return pool.submit({Request::Kind::hibernate, "g"}).get();
   }
-  static nlohmann::json wake(Pool& pool) { return pool.submit({Request::Kind::wake, "g"}).get(); }
+  static nlohmann::ordered_json wake(Pool& pool) {
+    return pool.submit({Request::Kind::wake, "g"}).get();
+  }
 
   FakeCuda cuda_;
   TempDir locks_;
@@ -106,26 +108,26 @@ TEST_F(Hibernate, AnIdleWorkerIsLockedAndCheckpointedThenTheNextCallRestoresItFi
 TEST_F(Hibernate, AWakeIsAdmittedFirstAndWithoutRoomTheWorkerStaysHibernated) {
   TempDir card_dir;
   const auto card = card_dir.path + "/gpu.json";
-  const auto write_card = [&](const nlohmann::json& processes) {
-    std::ofstream(card) << nlohmann::json{
+  const auto write_card = [&](const nlohmann::ordered_json& processes) {
+    std::ofstream(card) << nlohmann::ordered_json{
         {"devices", {{{"index", 0}, {"name", "simulated"}, {"total_mib", 1000}}}},
         {"processes",
          processes}}.dump();
   };
   const auto on_card = [](pid_t pid, unsigned mib) {
-    return nlohmann::json{{"pid", pid}, {"device", 0}, {"used_mib", mib}};
+    return nlohmann::ordered_json{{"pid", pid}, {"device", 0}, {"used_mib", mib}};
   };
-  write_card(nlohmann::json::array());
+  write_card(nlohmann::ordered_json::array());
   auto config = fixture_config({"g", "b"});
   config.host.simulated_gpu = card;
   config.host.vram_reserve = 0;
   auto pool = make_pool("", config);
   const pid_t pid = pool->call("g", kContext).get()["pid"];
-  write_card(nlohmann::json::array({on_card(pid, 600)}));
+  write_card(nlohmann::ordered_json::array({on_card(pid, 600)}));
   ASSERT_EQ(hibernate(*pool)["hibernated"], true);
   // As the driver leaves it: its 600 MiB off the card; then a program isohost does not manage
   // (this test) takes 700.
-  write_card(nlohmann::json::array({on_card(pid, 0), on_card(::getpid(), 700)}));
+  write_card(nlohmann::ordered_json::array({on_card(pid, 0), on_card(::getpid(), 700)}));
   const auto refused = call_error(pool->call("g", "isohost_fake_cuda_context:compute", {21}));
   EXPECT_EQ(refused.kind(), isohost::ErrorKind::wake_failed);
   EXPECT_THAT(refused.what(), HasSubstr("no room on the card for the 600 MiB it moved off"));
@@ -135,7 +137,7 @@ TEST_F(Hibernate, AWakeIsAdmittedFirstAndWithoutRoomTheWorkerStaysHibernated) {
 
   // The program is gone and an idle worker holds 700 MiB of cache: admission releases it, then
   // the same process is restored and answers.
-  write_card(nlohmann::json::array({on_card(pid, 0)}));
+  write_card(nlohmann::ordered_json::array({on_card(pid, 0)}));
   pool->call("b", "isohost_sim_vram:hold", {card, 0, 700}).get();
   EXPECT_EQ(pool->call("g", "isohost_fake_cuda_context:compute", {21}).get(), 42);
   EXPECT_EQ(pool->call("g", "isohost_test_funcs:pid").get(), pid);

@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 using test_support::fixture_config;
 using test_support::process_alive;
 using test_support::TempDir;
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 class VramAdmission : public ::testing::Test {
  protected:

@@ -43,7 +43,7 @@ pool::Config fixture_config(const std::vector<std::string>& env_names) {
   return config;
 }
 
-isohost::Error call_error(std::future<nlohmann::json> future) {
+isohost::Error call_error(std::future<nlohmann::ordered_json> future) {
   try {
     future.get();
   } catch (const isohost::Error& e) {

@@ -34,7 +34,7 @@ const char* expected_origin();
 pool::Config fixture_config(const std::vector<std::string>& env_names);
 
 // The Error a failed call carries; a call that succeeds fails the test.
-isohost::Error call_error(std::future<nlohmann::json> future);
+isohost::Error call_error(std::future<nlohmann::ordered_json> future);
 
 int open_descriptor_count();
 

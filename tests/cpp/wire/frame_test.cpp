@@ -34,14 +34,14 @@ TEST(Frame, EncodesTheDocumentedLayout) {
 }
 
 TEST(Frame, RoundTripsThroughTheReaderInAnySplit) {
-  const nlohmann::json body{{"op", "call"}, {"args", {1, "two", nullptr, {{"x", 3.5}}}}};
+  const nlohmann::ordered_json body{{"op", "call"}, {"args", {1, "two", nullptr, {{"x", 3.5}}}}};
   auto bytes = encode_frame(body);
   const auto second = encode_frame({{"op", "reply"}, {"id", 7}});
   bytes.insert(bytes.end(), second.begin(), second.end());
   for (std::size_t split = 0; split <= bytes.size(); ++split) {
     FrameReader reader;
     reader.append({bytes.data(), split});
-    std::vector<nlohmann::json> got;
+    std::vector<nlohmann::ordered_json> got;
     while (auto f = reader.next()) got.push_back(f->body);
     reader.append({bytes.data() + split, bytes.size() - split});
     while (auto f = reader.next()) got.push_back(f->body);
@@ -86,7 +86,7 @@ TEST(Frame, RejectsBodiesThatAreNotJsonObjects) {
     reader.append(bytes);
     EXPECT_THROW(reader.next(), WireError) << body;
   }
-  EXPECT_THROW(encode_frame(nlohmann::json::array()), WireError);
+  EXPECT_THROW(encode_frame(nlohmann::ordered_json::array()), WireError);
 }
 
 TEST(Frame, HandsAnnouncedDescriptorsToTheirFrame) {

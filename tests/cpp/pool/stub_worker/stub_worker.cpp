@@ -26,7 +26,7 @@ namespace {
 
 using isohost::wire::Frame;
 using isohost::wire::FrameReader;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr int kMain = 3;
 constexpr int kSide = 4;
