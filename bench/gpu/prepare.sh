@@ -6,8 +6,7 @@ cd "$(dirname "$0")/../.."
 rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/isohost build/isohost
 # The worker runtime and the ComfyUI adapter's worker side. The Python host package only as
-# built for the GPU machine's python3 (3.12): cmake -S . -B build-py312
-# -DISOHOST_PYTHON=<a python3.12> && cmake --build build-py312 --target _isohost.
+# built for the GPU machine's python3 (3.12), by bench/gpu/comfyui_wheels.sh (build-py312).
 mkdir -p .gpu/python && cp -r build/python/isohost_worker build/python/isohost_comfy_worker .gpu/python/
 if [ -d build-py312/python/isohost ]; then
   cp -r build-py312/python/isohost .gpu/python/

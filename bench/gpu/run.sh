@@ -3,10 +3,11 @@
 # take the others' results with it: the footprint, admission against nvidia-smi, the zygote's
 # figures, and the hibernation checks. Expects the stripped binary and the worker runtime under
 # .gpu/ (bench/gpu/prepare.sh makes them) and writes everything under $OUT (or
-# bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` also runs the ComfyUI checks
-# and bench comfyui (bench/gpu/comfyui.sh); `all` those and the longer benchmarks (bench rtt,
-# bench start, bench hibernate, and sleep's). `bench/gpu/run.sh sleep` runs only sleep's checks and
-# benchmarks (bench/gpu/sleep.sh, about 9 minutes at worst), so that they fit in one run.
+# bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` runs only the ComfyUI checks
+# and bench comfyui (bench/gpu/comfyui.sh, about 9 minutes at worst; carry .whl too, made by
+# bench/gpu/comfyui_wheels.sh), `bench/gpu/run.sh sleep` only sleep's checks and benchmarks
+# (bench/gpu/sleep.sh, as long), so that each fits in one run; `all` runs everything, the longer
+# benchmarks too (bench rtt, bench start, bench hibernate).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-bench/results/gpu}")
@@ -20,7 +21,7 @@ bin=.gpu/isohost
   nproc; uname -r; free -g | head -2
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-if [ "${1:-}" != sleep ]; then
+if [ "${1:-}" != sleep ] && [ "${1:-}" != comfyui ]; then
   timeout 60 $bin footprint | tee "$out/footprint.txt"
   timeout 200 python3 tests/gpu/check_admission_gpu.py "$bin" 2>&1 | tee "$out/admission-checks.txt"
   timeout 200 bench/gpu/zygote.sh "$bin" "$out"
