@@ -52,9 +52,11 @@ def test_every_descriptor_is_closed_when_decoding_fails():
         values.decode("not a description", [])
 
 
-def test_spares_go_back_to_their_sender_and_are_reused():
+# Every size that travels in a memfd: the smallest, a 256x192 IMAGE, and larger.
+@pytest.mark.parametrize("size", [values.INLINE_LIMIT, 256 * 192 * 3 * 4, 2 * MIB])
+def test_spares_go_back_to_their_sender_and_are_reused(size):
     peer = object()
-    data = b"z" * (2 * MIB)
+    data = b"z" * size
     received = round_trip(data, peer)  # tracked: its memfd waits to go back to `peer`
     assert received == data and values.has_returns(peer)
     with values.encode(b"", peer) as reply:
@@ -62,10 +64,11 @@ def test_spares_go_back_to_their_sender_and_are_reused():
         returned = [os.dup(fd) for fd in reply.fds]
     assert not values.has_returns(peer)
     before = fd_count()
+    spare = os.fstat(returned[0]).st_ino
     values.decode(reply.description, returned)  # the sender keeps the spare
-    with values.encode(b"w" * (2 * MIB)) as again:  # same size: the spare is rewritten
+    with values.encode(b"w" * size) as again:  # same size: the spare is rewritten
         assert len(again.fds) == 1
-        assert os.fstat(again.fds[0]).st_size == 2 * MIB
+        assert os.fstat(again.fds[0]).st_ino == spare
     values.drop_spares()
     assert fd_count() <= before
 
