@@ -23,13 +23,16 @@ cmake --build build-py312 --target _isohost
 missing=(av pydantic pydantic_core pydantic-settings python-dotenv annotated-types
   typing-inspection spandrel torchsde trampoline websocket-client)
 pins=tests/comfyui/requirements-comfyui.txt
-rm -rf .whl && mkdir .whl
+wanted=()
 for name in "${missing[@]}"; do
-  pin=$(grep -i -m1 "^${name//[-_]/[-_]}==" "$pins") || { echo "no pin for $name in $pins" >&2; exit 1; }
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform manylinux1_x86_64 -d .whl "$pin" 2> >(grep -v "is ignored" >&2)
+  pin=$(grep -i -m1 "^${name//[-_]/[-_]}==" "$pins") ||
+    { echo "no pin for $name in $pins" >&2; exit 1; }
+  wanted+=("$pin")
 done
+rm -rf .whl && mkdir .whl
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  --platform manylinux1_x86_64 -d .whl "${wanted[@]}" 2> >(grep -v "is ignored" >&2)
 python3 bench/gpu/wheel_closure.py .whl
 du -sh .whl

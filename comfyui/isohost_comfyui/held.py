@@ -12,11 +12,11 @@ cached, now empty, marks to the nodes after them."""
 import logging
 import math
 
+# The mark's key and what the worker does with each output, as the worker side defines them.
+from isohost_comfy_worker.held import CROSS, KEEP, KEEP_EACH, MARK
+
 from . import objects
 
-MARK = "isohost_held"
-# What the worker does with each output (isohost_comfy_worker.held.keep_outputs).
-CROSS, KEEP, KEEP_EACH = 0, 1, 2
 _log = logging.getLogger("isohost")
 
 
