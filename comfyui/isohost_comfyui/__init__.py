@@ -40,7 +40,7 @@ import nodes  # noqa: E402
 
 import isohost  # noqa: E402
 
-from . import bridge, catalog, held, standins, status_route  # noqa: E402
+from . import bridge, catalog, held, pack_routes, standins, status_route  # noqa: E402
 from . import settings as settings_module  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
 
@@ -72,6 +72,8 @@ def _load_pack(runner, cache, env, pack_dir, env_config):
     web = description.get("web_directory")
     if web and os.path.isdir(web):
         nodes.EXTENSION_WEB_DIRS[os.path.basename(pack_dir)] = web
+    pack_routes.register(host, runner.worker_settings[env], env, pack_dir,
+                         description.get("routes") or [])
     return len(description["nodes"])
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 
-FORMAT = 4
+FORMAT = 5
 
 
 def fingerprint(pack_dir, env_config):

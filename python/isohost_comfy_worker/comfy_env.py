@@ -6,7 +6,7 @@ that (`prepare`): its command-line state that changes behaviour (--cpu, the VRAM
 model, input, output and temp directories, and the GPU this worker is pinned to. Before any
 pack is imported, the worker applies them to `comfy.cli_args.args` (so comfy.model_management
 starts as the host's did) and to `folder_paths`, installs a stand-in `server` module whose
-PromptServer passes messages to the host, routes ComfyUI's progress bar to the host
+PromptServer passes messages and HTTP routes to the host, sends ComfyUI's progress bar to the host
 (isohost_worker.ask: the host's own hook sends the websocket event and says when the prompt was
 interrupted), and asks the host before a model load (memory.py).
 """
@@ -73,29 +73,16 @@ def _apply_folders(folders):
         folder_paths.folder_names_and_paths[name] = (list(paths), set(extensions))
 
 
-class _Routes:
-    """PromptServer.instance.routes for code in a worker: a pack that adds HTTP routes at import
-    keeps working, but the routes live in the worker, not in the host's server (logged)."""
-
-    def _record(self, method, path):
-        def decorator(handler):
-            logging.warning("isohost: %s %s of an isolated pack is not served: routes run in the "
-                            "host's ComfyUI, and this pack runs in a worker", method, path)
-            return handler
-        return decorator
-
-    def __getattr__(self, method):
-        if method in ("get", "post", "put", "patch", "delete", "head", "route", "view"):
-            return lambda path, *a, **k: self._record(method.upper(), path)
-        raise AttributeError(method)
-
-
 class _PromptServer:
     """What packs use of ComfyUI's PromptServer.instance, in a worker: messages go to the host's
-    server (isohost_worker.tell("comfy.send_sync")), which sends them to its websocket clients."""
+    server (isohost_worker.tell("comfy.send_sync")), which sends them to its websocket clients;
+    the HTTP routes a pack adds are served by the host's server through this worker
+    (routes.py)."""
 
     def __init__(self):
-        self.routes = _Routes()
+        from isohost_comfy_worker import routes
+
+        self.routes = routes.RouteTable()
         self.client_id = None
         self.last_node_id = None
         self.last_prompt_id = None

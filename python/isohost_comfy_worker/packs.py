@@ -7,6 +7,14 @@ import os
 import sys
 
 _loaded = {}
+# The packs being imported, innermost last: what a pack registers at import (an HTTP route,
+# routes.py) is its own.
+_importing = []
+
+
+def importing():
+    """The directory of the pack being imported now, or None."""
+    return _importing[-1] if _importing else None
 
 
 def load(pack_dir):
@@ -27,11 +35,14 @@ def load(pack_dir):
                                                       submodule_search_locations=[pack_dir])
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    _importing.append(pack_dir)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    finally:
+        _importing.pop()
     _loaded[pack_dir] = module
     return module
 

@@ -7,7 +7,7 @@ import inspect
 import json
 import os
 
-from isohost_comfy_worker import comfy_env, file_lists, packs
+from isohost_comfy_worker import comfy_env, file_lists, packs, routes
 
 # Class attributes copied as they are (JSON-able in any pack that ComfyUI can serve).
 _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
@@ -23,8 +23,8 @@ def describe_json(pack_dir, settings):
 
 
 def describe(pack_dir, settings):
-    """{"module", "web_directory", "display_names", "nodes": {name: description}} of the pack
-    at `pack_dir`, imported here as ComfyUI would import it."""
+    """{"module", "web_directory", "display_names", "nodes": {name: description}, "routes"} of
+    the pack at `pack_dir`, imported here as ComfyUI would import it."""
     comfy_env.prepare(settings)
     module = packs.load(pack_dir)
     classes = packs.node_classes(pack_dir)
@@ -40,6 +40,7 @@ def describe(pack_dir, settings):
         "web_directory": os.path.abspath(os.path.join(pack_dir, web)) if web else None,
         "display_names": display_names,
         "nodes": nodes,
+        "routes": routes.listed(pack_dir),
     }
 
 

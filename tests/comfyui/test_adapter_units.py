@@ -252,3 +252,87 @@ def _adapter_module_in_package(name):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# --- an isolated pack's HTTP routes (isohost_comfy_worker.routes, pack_routes.py) ----------
+
+def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
+    from isohost_comfy_worker import packs, routes
+
+    pack = tmp_path / "isohost_routes_pack"
+    pack.mkdir()
+    write(pack / "__init__.py", "\n".join([
+        "from isohost_comfy_worker.routes import RouteTable",
+        "table = RouteTable()",
+        "@table.get('/routes_pack/{name}')",
+        "async def named(request): pass",
+        "@table.view('/routes_pack/view')",
+        "class View: pass",
+        "table.static('/routes_pack/files', '/srv/files', show_index=True, expect_handler=id)",
+        "NODE_CLASS_MAPPINGS = {}", ""]))
+    routes.RouteTable().post("/outside/any/pack")(lambda request: None)
+    packs.load(str(pack))
+    assert routes.listed(str(pack)) == [
+        {"method": "GET", "path": "/routes_pack/{name}"},
+        {"method": "*", "path": "/routes_pack/view"},
+        {"method": "STATIC", "path": "/routes_pack/files", "directory": "/srv/files",
+         "options": {"show_index": True}}]
+    assert routes._handler(str(pack), "DELETE", "/routes_pack/view").__name__ == "View"
+    with pytest.raises(LookupError, match="has no route POST /routes_pack/{name}"):
+        routes._handler(str(pack), "POST", "/routes_pack/{name}")
+
+
+def _answer(handler, method="GET", body=b""):
+    from isohost_comfy_worker import routes
+
+    message = {"method": method, "route": "/r", "path": "/r?x=1", "match_info": {},
+               "headers": [("Content-Type", "text/plain")], "body": body}
+    return routes._event_loop().run_until_complete(routes._answer(handler, message))
+
+
+def test_a_routes_response_comes_back_whole_or_is_refused_by_name():
+    from aiohttp import web
+
+    async def echo(request):
+        response = web.Response(body=await request.read(), status=201, reason="Made",
+                                headers={"X-One": "1"}, content_type="text/plain")
+        response.set_cookie("k", "v")
+        return response
+
+    async def gone(request):
+        raise web.HTTPGone(text="gone")
+
+    async def streamed(request):
+        return web.StreamResponse()
+
+    answer = _answer(echo, "PUT", b"payload")
+    assert (answer["status"], answer["reason"], answer["body"]) == (201, "Made", b"payload")
+    assert ("X-One", "1") in answer["headers"] and ("Set-Cookie", "k=v; Path=/") in answer[
+        "headers"]
+    assert not any(k.lower() == "content-length" for k, _ in answer["headers"])
+    assert _answer(gone)["status"] == 410 and _answer(gone)["body"] == b"gone"
+    with pytest.raises(TypeError, match="returned StreamResponse; an isolated pack's route"):
+        _answer(streamed)
+
+
+def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplog):
+    from aiohttp import web
+
+    table = web.RouteTableDef()
+    table.get("/taken")(lambda request: None)
+    table.static("/static_taken", "/srv")
+    server = types.ModuleType("server")
+    server.PromptServer = types.SimpleNamespace(instance=types.SimpleNamespace(routes=table))
+    monkeypatch.setitem(sys.modules, "server", server)
+    pack_routes = _adapter_module("pack_routes")
+    listed = [{"method": "GET", "path": "/taken"}, {"method": "*", "path": "/taken"},
+              {"method": "STATIC", "path": "/static_taken", "directory": "/x", "options": {}},
+              {"method": "POST", "path": "/taken"},
+              {"method": "STATIC", "path": "/static_new", "directory": "/x",
+               "options": {"show_index": True}}]
+    with caplog.at_level("WARNING", logger="isohost"):
+        assert pack_routes.register(None, {}, "env", "/pack", listed) == 2
+    assert caplog.text.count("is not served: that route is already taken") == 3
+    added = list(table)[2:]
+    assert (added[0].method, added[0].path) == ("POST", "/taken")
+    assert added[1].prefix == "/static_new" and added[1].kwargs == {"show_index": True}

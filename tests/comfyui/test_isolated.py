@@ -88,6 +88,63 @@ def test_the_packs_web_directory_is_served_as_in_process(isolated, in_process):
             assert answer.read() == (NODES / "web" / "isohost_test.js").read_bytes()
 
 
+def http(server, method, path, body=None, headers=None):
+    """(status, headers, body) of a request to `server`, whatever its status."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request("http://127.0.0.1:%d%s" % (server.port, path), data=body,
+                                     method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, answer.headers, answer.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolated, in_process):
+    """The class-based pack adds routes to ComfyUI's server; isolated, its handlers run in its
+    worker (another pid) and answer as in process: path variables, query, headers, a JSON body,
+    cookies, a raised HTTPNotFound, a file, a static directory, and each under /api too."""
+    import json
+
+    echo = "/isohost_test/echo/caf%C3%A9?size=3&size=4&tag=x"
+    answers = {}
+    for name, server in (("isolated", isolated), ("in_process", in_process)):
+        got = answers[name] = {}
+        for prefix in ("", "/api"):
+            status, headers, body = http(server, "GET", prefix + echo,
+                                         headers={"X-Isohost-Test": "yes"})
+            assert status == 200, (name, body, server.log_tail())
+            assert headers["Content-Type"].startswith("application/json")
+            got[prefix + "echo"] = json.loads(body)
+        status, headers, body = http(server, "POST", "/isohost_test/sum",
+                                     json.dumps({"numbers": [1, 2, 39]}).encode(),
+                                     {"Content-Type": "application/json"})
+        got["sum"] = (status, body, headers["X-Isohost-Sum"], headers["Set-Cookie"])
+        got["missing"] = http(server, "GET", "/isohost_test/missing")[::2]
+        got["source"] = http(server, "GET", "/isohost_test/source")[::2]
+        got["static"] = http(server, "GET", "/isohost_test/static/__init__.py")[::2]
+        got["fails"] = http(server, "GET", "/isohost_test/fails")
+    mine, theirs = answers["isolated"], answers["in_process"]
+    for key in ("echo", "/apiecho"):
+        assert mine[key].pop("pid") != isolated.process.pid
+        assert theirs[key].pop("pid") == in_process.process.pid
+        assert mine[key] == theirs[key], key
+    assert mine["echo"] == {"name": "caf\u00e9", "query": {"size": "3", "tag": "x"},
+                            "header": "yes", "path": "/isohost_test/echo/caf\u00e9"}
+    assert mine["sum"] == theirs["sum"]
+    assert mine["sum"][:3] == (200, b"42", "3") and "isohost_test=summed" in mine["sum"][3]
+    assert mine["missing"] == theirs["missing"] == (404, b"nothing here")
+    pack_source = (SCHEMA / "__init__.py").read_bytes()
+    assert mine["source"] == theirs["source"] == (200, pack_source)
+    assert mine["static"] == theirs["static"] == (200, pack_source)
+    # A handler's exception: 500 as in process, and here with its type and message.
+    assert mine["fails"][0] == theirs["fails"][0] == 500
+    assert mine["fails"][2] == b"RuntimeError: this route fails on purpose"
+    assert "this route fails on purpose" in isolated.log_tail(200)
+
+
 def test_a_combo_of_model_files_lists_a_file_added_later_as_in_process(isolated, in_process):
     """CheckpointName lists models/checkpoints each time ComfyUI asks; isolated, the stand-in
     fills that combo from ComfyUI's folder_paths, so a file added after the scan (cached across

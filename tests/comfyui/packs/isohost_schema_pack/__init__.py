@@ -1,10 +1,49 @@
 """A pack written with ComfyUI's class-based node schema (comfy_api.latest: io.ComfyNode, a
 ComfyExtension from comfy_entrypoint) instead of NODE_CLASS_MAPPINGS, as ComfyUI's own
-comfy_extras are since 0.3.4x. Written for these tests."""
+comfy_extras are since 0.3.4x, and which adds HTTP routes to ComfyUI's server, as many packs do
+(in a worker under ComfyUI's interpreter: aiohttp is there). Written for these tests."""
 
 import os
 
+from aiohttp import web
 from comfy_api.latest import ComfyExtension, io, ui
+from server import PromptServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+routes = PromptServer.instance.routes
+
+
+@routes.get("/isohost_test/echo/{name}")
+async def echo(request):
+    return web.json_response({"name": request.match_info["name"], "query": dict(request.query),
+                              "header": request.headers.get("X-Isohost-Test"),
+                              "path": request.path, "pid": os.getpid()})
+
+
+@routes.post("/isohost_test/sum")
+async def add(request):
+    numbers = (await request.json())["numbers"]
+    response = web.Response(text=str(sum(numbers)), headers={"X-Isohost-Sum": str(len(numbers))})
+    response.set_cookie("isohost_test", "summed")
+    return response
+
+
+@routes.get("/isohost_test/missing")
+async def missing(request):
+    raise web.HTTPNotFound(text="nothing here")
+
+
+@routes.get("/isohost_test/fails")
+async def fails(request):
+    raise RuntimeError("this route fails on purpose")
+
+
+@routes.get("/isohost_test/source")
+async def source(request):
+    return web.FileResponse(os.path.join(HERE, "__init__.py"))
+
+
+routes.static("/isohost_test/static", HERE)
 
 
 class ScaleImage(io.ComfyNode):

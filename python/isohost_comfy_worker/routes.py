@@ -1,0 +1,158 @@
+"""An isolated pack's HTTP routes, served by the host's ComfyUI (docs/comfyui.md, "Routes").
+
+A pack adds routes at import through `PromptServer.instance.routes`, aiohttp's RouteTableDef in
+process. In a worker that table is a RouteTable: it records each handler with the pack being
+imported, the scan lists them (scan.py), and the host's ComfyUI registers a proxy for each
+under the same method and path. The proxy sends the request here (`serve`), which runs the
+pack's handler on an aiohttp request rebuilt from the host's and sends back its response. A
+static directory is served by the host itself: it is on the same machine.
+"""
+
+import asyncio
+import mimetypes
+import os
+
+from isohost_comfy_worker import comfy_env, packs
+
+# What packs registered, in order: (pack directory or None, method, path, handler, kwargs).
+# "*" is any method (a class-based view); "STATIC" a directory, whose handler is its path.
+_table = []
+_loop = None
+# Headers aiohttp sets itself from the body it sends.
+_FRAMING = ("content-length", "transfer-encoding")
+
+
+class RouteTable:
+    """`PromptServer.instance.routes` in a worker: aiohttp's RouteTableDef decorators, recorded
+    for the host (a route added outside a pack's import belongs to no pack and is not served)."""
+
+    def route(self, method, path, **kwargs):
+        def decorator(handler):
+            _table.append((packs.importing(), method.upper(), path, handler, kwargs))
+            return handler
+        return decorator
+
+    def get(self, path, **kwargs):
+        return self.route("GET", path, **kwargs)
+
+    def post(self, path, **kwargs):
+        return self.route("POST", path, **kwargs)
+
+    def put(self, path, **kwargs):
+        return self.route("PUT", path, **kwargs)
+
+    def patch(self, path, **kwargs):
+        return self.route("PATCH", path, **kwargs)
+
+    def delete(self, path, **kwargs):
+        return self.route("DELETE", path, **kwargs)
+
+    def head(self, path, **kwargs):
+        return self.route("HEAD", path, **kwargs)
+
+    def view(self, path, **kwargs):
+        return self.route("*", path, **kwargs)
+
+    def static(self, prefix, path, **kwargs):
+        _table.append((packs.importing(), "STATIC", prefix, str(path), kwargs))
+
+
+def listed(pack_dir):
+    """The routes the pack at `pack_dir` added, as the scan describes them: {"method", "path"},
+    or {"method": "STATIC", "path": prefix, "directory", "options"} (its JSON options)."""
+    out = []
+    pack_dir = os.path.abspath(pack_dir)
+    for pack, method, path, handler, kwargs in _table:
+        if pack != pack_dir:
+            continue
+        if method == "STATIC":
+            options = {k: v for k, v in kwargs.items() if isinstance(v, (bool, int, str))}
+            out.append({"method": method, "path": path, "directory": handler,
+                        "options": options})
+        else:
+            out.append({"method": method, "path": path})
+    return out
+
+
+def serve(pack_dir, request, settings):
+    """The response of the pack's handler for `request` (the host's proxy: "method", "route",
+    "path" with its query, "match_info", "headers" as pairs, "body"): {"status", "reason",
+    "headers", "body"}, or "file" in place of "body" for a web.FileResponse."""
+    comfy_env.prepare(settings)
+    packs.load(pack_dir)
+    handler = _handler(pack_dir, request["method"], request["route"])
+    return _event_loop().run_until_complete(_answer(handler, request))
+
+
+def _handler(pack_dir, method, path):
+    pack_dir = os.path.abspath(pack_dir)
+    for pack, route_method, route_path, handler, _ in _table:
+        if pack == pack_dir and route_path == path and route_method in (method, "*"):
+            return handler
+    raise LookupError("the pack %s has no route %s %s in this worker" % (pack_dir, method, path))
+
+
+def _event_loop():
+    # One loop for the worker's life: what a pack's handler keeps (a session, a lock) stays
+    # bound to the loop it was made on, as in ComfyUI's one server loop.
+    global _loop
+    if _loop is None:
+        _loop = asyncio.new_event_loop()
+    return _loop
+
+
+class _Protocol:
+    """What aiohttp's StreamReader asks of its connection: the body is all here already."""
+
+    _reading_paused = False
+
+    def pause_reading(self, *args, **kwargs):
+        pass
+
+    def resume_reading(self, *args, **kwargs):
+        pass
+
+
+async def _answer(handler, message):
+    from aiohttp import streams, test_utils, web
+    from multidict import CIMultiDict
+
+    body = message["body"]
+    payload = streams.StreamReader(_Protocol(), 2 ** 16, loop=asyncio.get_running_loop())
+    payload.feed_data(body)
+    payload.feed_eof()
+    request = test_utils.make_mocked_request(
+        message["method"], message["path"], headers=CIMultiDict(message["headers"]),
+        match_info=message["match_info"], payload=payload, client_max_size=len(body) + 1)
+    try:
+        response = await handler(request)
+    except web.HTTPException as e:  # raised as aiohttp's way of answering 404, 400, ...
+        response = e
+    return _plain(response, web)
+
+
+def _plain(response, web):
+    """The response as the host rebuilds it."""
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _FRAMING]
+    headers += [("Set-Cookie", morsel.OutputString()) for morsel in response.cookies.values()]
+    answer = {"status": response.status, "reason": response.reason, "headers": headers}
+    if isinstance(response, web.FileResponse):
+        path = str(response._path)  # no public attribute; the host serves the file itself
+        if not any(k.lower() == "content-type" for k, _ in headers):
+            headers.append(("Content-Type", mimetypes.guess_type(path)[0]
+                            or "application/octet-stream"))
+        answer["file"] = path
+        return answer
+    if not isinstance(response, web.Response):
+        raise TypeError("the route's handler returned %s; an isolated pack's route can answer "
+                        "with a web.Response, a web.FileResponse or a raised web.HTTPException"
+                        % type(response).__name__)
+    body = response.body
+    if body is not None and not isinstance(body, (bytes, bytearray)):
+        body = getattr(body, "_value", None)  # a payload of bytes (aiohttp's BytesPayload)
+        if not isinstance(body, (bytes, bytearray)):
+            raise TypeError("the route's handler answered with a streamed body (%s); an "
+                            "isolated pack's route can answer with bytes, text or JSON"
+                            % type(response.body).__name__)
+    answer["body"] = bytes(body or b"")
+    return answer
