@@ -17,6 +17,7 @@ def serve(host):
     """Registers the handlers of the workers' asks on `host`."""
     host.on_ask("comfy.progress", _progress)
     host.on_ask("comfy.send_sync", _send_sync)
+    host.on_ask("comfy.send_progress_text", _send_progress_text)
     host.on_ask("comfy.free_memory", _free_memory_for_worker)
 
 
@@ -33,9 +34,16 @@ def _progress(value):
 
 
 def _send_sync(value):
+    from isohost_comfy_worker import messages
     from server import PromptServer
 
-    PromptServer.instance.send_sync(value["event"], value["data"], value.get("sid"))
+    PromptServer.instance.send_sync(*messages.decode(value))
+
+
+def _send_progress_text(value):
+    from server import PromptServer
+
+    PromptServer.instance.send_progress_text(value["text"], value["node_id"], value.get("sid"))
 
 
 def _free_memory_for_worker(value):

@@ -83,23 +83,25 @@ class _PromptServer:
         from isohost_comfy_worker import routes
 
         self.routes = routes.RouteTable()
+        self.app = routes.App(self.routes)
         self.client_id = None
         self.last_node_id = None
         self.last_prompt_id = None
 
     def send_sync(self, event, data, sid=None):
-        if not isinstance(event, str):
-            logging.warning("isohost: send_sync of a binary event (%r) from a worker is dropped",
-                            event)
-            return
+        from isohost_comfy_worker import messages
+
         try:
-            isohost_worker.tell("comfy.send_sync", {"event": event, "data": data, "sid": sid})
+            isohost_worker.tell("comfy.send_sync", messages.encode(event, data, sid))
         except (TypeError, ValueError) as e:
-            logging.warning("isohost: send_sync(%r) from a worker dropped: its data is not JSON "
-                            "(%s)", event, e)
+            logging.warning("isohost: send_sync(%r) from a worker dropped: %s", event, e)
 
     def send_progress_text(self, text, node_id, sid=None):
-        self.send_sync("progress_text", {"text": text, "node": node_id}, sid)
+        # The host's own, which packs it as ComfyUI's front end expects.
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8", "replace")
+        isohost_worker.tell("comfy.send_progress_text",
+                            {"text": text, "node_id": node_id, "sid": sid})
 
     def add_on_prompt_handler(self, handler):
         logging.warning("isohost: an on-prompt handler of an isolated pack is not called")

@@ -20,6 +20,7 @@ _table = []
 _loop = None
 # Headers aiohttp sets itself from the body it sends.
 _FRAMING = ("content-length", "transfer-encoding")
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
 
 class RouteTable:
@@ -57,6 +58,39 @@ class RouteTable:
         _table.append((packs.importing(), "STATIC", prefix, str(path), kwargs))
 
 
+class App:
+    """`PromptServer.instance.app` in a worker, as far as packs add routes through it: its
+    router's add_route, add_get, ..., add_view, add_static, and add_routes (aiohttp's RouteDef
+    and StaticDef, or a RouteTableDef) go into the worker's route table too."""
+
+    def __init__(self, table):
+        self.router = _Router(table)
+
+    def add_routes(self, definitions):
+        for definition in definitions:
+            if hasattr(definition, "prefix"):  # aiohttp's StaticDef
+                self.router.add_static(definition.prefix, definition.path, **definition.kwargs)
+            else:
+                self.router.add_route(definition.method, definition.path, definition.handler)
+
+
+class _Router:
+    def __init__(self, table):
+        self._table = table
+
+    def add_route(self, method, path, handler, **kwargs):
+        self._table.route(method, path)(handler)
+
+    def add_static(self, prefix, path, **kwargs):
+        self._table.static(prefix, path, **kwargs)
+
+    def __getattr__(self, name):  # add_get, add_post, ..., add_view
+        method = "*" if name == "add_view" else name[4:].upper()
+        if not name.startswith("add_") or method not in _METHODS + ("*",):
+            raise AttributeError(name)
+        return lambda path, handler, **kwargs: self.add_route(method, path, handler)
+
+
 def listed(pack_dir):
     """The routes the pack at `pack_dir` added, as the scan describes them: {"method", "path"},
     or {"method": "STATIC", "path": prefix, "directory", "options"} (its JSON options)."""
@@ -85,9 +119,11 @@ def serve(pack_dir, request, settings):
 
 
 def _handler(pack_dir, method, path):
+    # HEAD finds a GET route's handler, as aiohttp's add_get (allow_head) has it in process.
     pack_dir = os.path.abspath(pack_dir)
     for pack, route_method, route_path, handler, _ in _table:
-        if pack == pack_dir and route_path == path and route_method in (method, "*"):
+        if pack == pack_dir and route_path == path and (
+                route_method in (method, "*") or (method, route_method) == ("HEAD", "GET")):
             return handler
     raise LookupError("the pack %s has no route %s %s in this worker" % (pack_dir, method, path))
 

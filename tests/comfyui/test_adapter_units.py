@@ -269,6 +269,11 @@ def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
         "@table.view('/routes_pack/view')",
         "class View: pass",
         "table.static('/routes_pack/files', '/srv/files', show_index=True, expect_handler=id)",
+        "from aiohttp import web",
+        "from isohost_comfy_worker.routes import App",
+        "app = App(table)",
+        "app.router.add_post('/routes_pack/post', named)",
+        "app.add_routes([web.put('/routes_pack/put', named), web.static('/routes_pack/s', '/s')])",
         "NODE_CLASS_MAPPINGS = {}", ""]))
     routes.RouteTable().post("/outside/any/pack")(lambda request: None)
     packs.load(str(pack))
@@ -276,8 +281,12 @@ def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
         {"method": "GET", "path": "/routes_pack/{name}"},
         {"method": "*", "path": "/routes_pack/view"},
         {"method": "STATIC", "path": "/routes_pack/files", "directory": "/srv/files",
-         "options": {"show_index": True}}]
+         "options": {"show_index": True}},
+        {"method": "POST", "path": "/routes_pack/post"},
+        {"method": "PUT", "path": "/routes_pack/put"},
+        {"method": "STATIC", "path": "/routes_pack/s", "directory": "/s", "options": {}}]
     assert routes._handler(str(pack), "DELETE", "/routes_pack/view").__name__ == "View"
+    assert routes._handler(str(pack), "HEAD", "/routes_pack/{name}").__name__ == "named"
     with pytest.raises(LookupError, match="has no route POST /routes_pack/{name}"):
         routes._handler(str(pack), "POST", "/routes_pack/{name}")
 
@@ -336,3 +345,27 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
     added = list(table)[2:]
     assert (added[0].method, added[0].path) == ("POST", "/taken")
     assert added[1].prefix == "/static_new" and added[1].kwargs == {"show_index": True}
+
+
+def test_a_binary_server_message_travels_as_json_or_is_refused_by_name():
+    import json
+
+    from PIL import Image
+
+    from isohost_comfy_worker import messages
+
+    def round_trip(event, data):
+        return messages.decode(json.loads(json.dumps(messages.encode(event, data, "sid"))))
+
+    assert round_trip("named", {"a": [1]}) == ("named", {"a": [1]}, "sid")
+    assert round_trip(3, bytearray(b"\x00\xffx")) == (3, b"\x00\xffx", "sid")
+    event, (image_format, image, size), sid = round_trip(2, ("JPEG", Image.new("RGB", (80, 20)),
+                                                            40))
+    assert (event, image_format, image.size, size) == (2, "JPEG", (40, 10), None)
+    event, (preview, metadata), _ = round_trip(4, (("PNG", Image.new("RGB", (8, 8)), None),
+                                                   {"node_id": "7"}))
+    assert preview[1].size == (8, 8) and metadata == {"node_id": "7"}
+    with pytest.raises(TypeError, match="binary event 1 with dict data"):
+        messages.encode(1, {"not": "bytes"}, None)
+    with pytest.raises(ValueError, match="a preview is"):
+        messages.encode(2, ("GIF", Image.new("RGB", (8, 8)), None), None)

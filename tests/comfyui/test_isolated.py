@@ -65,7 +65,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 19, names  # eighteen test nodes and the class-based one
+    assert len(names) == 20, names  # nineteen test nodes and the class-based one
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -105,7 +105,8 @@ def http(server, method, path, body=None, headers=None):
 def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolated, in_process):
     """The class-based pack adds routes to ComfyUI's server; isolated, its handlers run in its
     worker (another pid) and answer as in process: path variables, query, headers, a JSON body,
-    cookies, a raised HTTPNotFound, a file, a static directory, and each under /api too."""
+    cookies, a raised HTTPNotFound, HEAD of a GET route, a file, a static directory, and each
+    under /api too."""
     import json
 
     echo = "/isohost_test/echo/caf%C3%A9?size=3&size=4&tag=x"
@@ -126,6 +127,7 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
         got["source"] = http(server, "GET", "/isohost_test/source")[::2]
         got["static"] = http(server, "GET", "/isohost_test/static/__init__.py")[::2]
         got["fails"] = http(server, "GET", "/isohost_test/fails")
+        got["head"] = http(server, "HEAD", "/isohost_test/echo/x")[::2]
     mine, theirs = answers["isolated"], answers["in_process"]
     for key in ("echo", "/apiecho"):
         assert mine[key].pop("pid") != isolated.process.pid
@@ -136,6 +138,7 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert mine["sum"] == theirs["sum"]
     assert mine["sum"][:3] == (200, b"42", "3") and "isohost_test=summed" in mine["sum"][3]
     assert mine["missing"] == theirs["missing"] == (404, b"nothing here")
+    assert mine["head"] == theirs["head"] == (200, b"")
     pack_source = (SCHEMA / "__init__.py").read_bytes()
     assert mine["source"] == theirs["source"] == (200, pack_source)
     assert mine["static"] == theirs["static"] == (200, pack_source)
@@ -296,35 +299,48 @@ def test_list_outputs_and_list_inputs_as_in_process(isolated, in_process):
                           {"joined": ["red/green/blue"], "calls": [1]})
 
 
-def previews_of(server, steps):
-    """The preview frames ComfyUI sends over the websocket for PreviewSteps: [(event type,
-    image type, width, height, the decoded image's bytes)]. On a websocket of our own, with its
-    own client id (the harness's keeps text messages only)."""
-    import io
-    import struct
+def binary_frames(server, prompt):
+    """The binary websocket frames ComfyUI sends while it runs `prompt`, on a websocket of our
+    own with its own client id (the harness's keeps text messages only)."""
     import uuid
 
     import websocket
-    from PIL import Image
 
     client_id = uuid.uuid4().hex
     ws = websocket.create_connection("ws://127.0.0.1:%d/ws?clientId=%s"
                                      % (server.port, client_id), timeout=60)
     try:
-        server.request("POST", "/prompt", {"client_id": client_id, "prompt": {
-            "1": {"class_type": "PreviewStepsIsohost", "inputs": {"steps": steps}}}})
+        server.request("POST", "/prompt", {"client_id": client_id, "prompt": prompt})
         frames = []
         while True:
             data = ws.recv()
             if isinstance(data, bytes):
-                event, image_type = struct.unpack(">II", data[:8])
-                image = Image.open(io.BytesIO(data[8:]))
-                frames.append((event, image_type, image.size, image.convert("RGB").tobytes()))
+                frames.append(data)
             elif '"execution_success"' in data or '"execution_error"' in data:
                 assert "execution_success" in data, data
                 return frames
     finally:
         ws.close()
+
+
+def _pixels(data):
+    """(size, RGB bytes) of an encoded image."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(data))
+    return image.size, image.convert("RGB").tobytes()
+
+
+def previews_of(server, steps):
+    """The preview frames ComfyUI sends over the websocket for PreviewSteps: [(event type,
+    image type, (width, height), the decoded image's bytes)]."""
+    import struct
+
+    frames = binary_frames(server, {
+        "1": {"class_type": "PreviewStepsIsohost", "inputs": {"steps": steps}}})
+    return [struct.unpack(">II", data[:8]) + _pixels(data[8:]) for data in frames]
 
 
 def test_progress_previews_reach_the_websocket_as_in_process(isolated, in_process):
@@ -333,6 +349,42 @@ def test_progress_previews_reach_the_websocket_as_in_process(isolated, in_proces
     assert [f[:3] for f in mine] == [f[:3] for f in theirs]
     for (*_, mine_pixels), (*_, their_pixels) in zip(mine, theirs):
         assert mine_pixels == their_pixels  # shrunk the same way, one JPEG encoding
+
+
+def server_messages_of(server):
+    """ServerMessages' binary frames, decoded: (TEXT, its bytes), (PREVIEW_IMAGE, image type,
+    size, pixels), (PREVIEW_IMAGE_WITH_METADATA, metadata, size, pixels)."""
+    import json
+    import struct
+
+    decoded = []
+    for data in binary_frames(server, {"1": {"class_type": "ServerMessagesIsohost",
+                                             "inputs": {"text": "h\u00e9llo"}}}):
+        event = struct.unpack(">I", data[:4])[0]
+        if event == 1:
+            decoded.append((event, struct.unpack(">I", data[4:8])[0]) + _pixels(data[8:]))
+        elif event == 4:
+            length = struct.unpack(">I", data[4:8])[0]
+            decoded.append((event, json.loads(data[8:8 + length])) + _pixels(data[8 + length:]))
+        else:
+            decoded.append((event, data[4:]))
+    return decoded
+
+
+def test_a_packs_server_messages_reach_the_websocket_as_in_process(isolated, in_process):
+    """Binary events a pack sends (text under its node, raw bytes, images the server encodes,
+    with and without metadata) reach the front end as the same frames, pixel for pixel; and a
+    named event too."""
+    mine, theirs = server_messages_of(isolated), server_messages_of(in_process)
+    assert [f[:2] for f in mine] == [
+        (3, b"\x00\x00\x00\x011h\xc3\xa9llo"),  # node id "1" and the text, as ComfyUI packs it
+        (3, b"\x00\x01raw bytes\xff"), (1, 2),
+        (4, {"node_id": "1", "image_type": "image/png"})]
+    assert mine[2][2] == (100, 40) and mine[3][2] == (300, 120)
+    assert mine == theirs
+    for server in (isolated, in_process):
+        assert any(m.get("type") == "isohost_test.sent" and m["data"] == {"text": "h\u00e9llo"}
+                   for _, m in server.messages), server is isolated
 
 
 def test_a_thread_polling_comfyuis_interrupt_flag_sees_it_as_in_process(isolated, in_process):

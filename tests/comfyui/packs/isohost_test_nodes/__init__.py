@@ -371,6 +371,41 @@ class PreviewSteps:
         return _ui(steps=steps)
 
 
+class ServerMessages:
+    """What a pack sends through ComfyUI's server besides progress: a text under the node
+    (send_progress_text), a binary event of raw bytes, an image for the server to encode, and
+    one with metadata (ComfyUI's protocol.BinaryEventTypes: TEXT 3, UNENCODED_PREVIEW_IMAGE 2,
+    PREVIEW_IMAGE_WITH_METADATA 4), and a named event."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "send"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"default": "hello"})},
+                "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return always()
+
+    def send(self, text, unique_id):
+        from PIL import Image
+        from server import PromptServer
+
+        server = PromptServer.instance
+        image = Image.new("RGB", (300, 120))
+        image.putdata([((x * 255) // 299, (y * 255) // 119, 90) for y in range(120)
+                       for x in range(300)])
+        server.send_progress_text(text, unique_id)
+        server.send_sync(3, b"\x00\x01raw bytes\xff")
+        server.send_sync(2, ("PNG", image, 100))
+        server.send_sync(4, (("PNG", image, None), {"node_id": unique_id}))
+        server.send_sync("isohost_test.sent", {"text": text})
+        return _ui(sent=4)
+
+
 class SplitWords:
     """A list output (OUTPUT_IS_LIST): ComfyUI runs a downstream node once per item."""
     CATEGORY = "isohost_test"
@@ -409,6 +444,6 @@ class JoinWords:
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
     Invert, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
-    CheckpointName)}
+    CheckpointName, ServerMessages)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"
