@@ -129,6 +129,7 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
         got["fails"] = http(server, "GET", "/isohost_test/fails")
         got["head"] = http(server, "HEAD", "/isohost_test/echo/x")[::2]
     mine, theirs = answers["isolated"], answers["in_process"]
+    worker = mine["echo"]["pid"]
     for key in ("echo", "/apiecho"):
         assert mine[key].pop("pid") != isolated.process.pid
         assert theirs[key].pop("pid") == in_process.process.pid
@@ -146,6 +147,12 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert mine["fails"][0] == theirs["fails"][0] == 500
     assert mine["fails"][2] == b"RuntimeError: this route fails on purpose"
     assert "this route fails on purpose" in isolated.log_tail(200)
+    # Its worker killed mid-request: a 503 that names the signal; the next request gets a fresh
+    # worker. (In process this would kill ComfyUI.)
+    status, _, body = http(isolated, "POST", "/isohost_test/crash", b"")
+    assert status == 503 and b"killed by SIGKILL" in body, (status, body)
+    status, _, body = http(isolated, "GET", echo)
+    assert status == 200 and json.loads(body)["pid"] not in (worker, isolated.process.pid)
 
 
 def test_a_combo_of_model_files_lists_a_file_added_later_as_in_process(isolated, in_process):

@@ -43,6 +43,13 @@ async def source(request):
     return web.FileResponse(os.path.join(HERE, "__init__.py"))
 
 
+@routes.post("/isohost_test/crash")
+async def crash(request):
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)  # only ever asked of an isolated pack's worker
+
+
 routes.static("/isohost_test/static", HERE)
 
 
