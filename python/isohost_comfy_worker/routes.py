@@ -9,7 +9,8 @@ static directory is served by the host itself: it is on the same machine.
 """
 
 import asyncio
-import mimetypes
+import inspect
+import logging
 import os
 
 from isohost_comfy_worker import comfy_env, packs
@@ -29,7 +30,7 @@ class RouteTable:
 
     def route(self, method, path, **kwargs):
         def decorator(handler):
-            _table.append((packs.importing(), method.upper(), path, handler, kwargs))
+            _record(method.upper(), path, handler, kwargs)
             return handler
         return decorator
 
@@ -55,7 +56,15 @@ class RouteTable:
         return self.route("*", path, **kwargs)
 
     def static(self, prefix, path, **kwargs):
-        _table.append((packs.importing(), "STATIC", prefix, str(path), kwargs))
+        _record("STATIC", prefix, os.path.abspath(str(path)), kwargs)
+
+
+def _record(method, path, handler, kwargs):
+    pack = packs.importing()
+    if pack is None:
+        logging.warning("isohost: %s %s was added outside an isolated pack's import: the host's "
+                        "ComfyUI does not serve it", method, path)
+    _table.append((pack, method, path, handler, kwargs))
 
 
 class App:
@@ -161,7 +170,9 @@ async def _answer(handler, message):
         message["method"], message["path"], headers=CIMultiDict(message["headers"]),
         match_info=message["match_info"], payload=payload, client_max_size=len(body) + 1)
     try:
-        response = await handler(request)
+        response = handler(request)
+        if inspect.isawaitable(response):  # a coroutine, or a class-based view; aiohttp 3
+            response = await response      # still takes a plain function too
     except web.HTTPException as e:  # raised as aiohttp's way of answering 404, 400, ...
         response = e
     return _plain(response, web)
@@ -173,11 +184,8 @@ def _plain(response, web):
     headers += [("Set-Cookie", morsel.OutputString()) for morsel in response.cookies.values()]
     answer = {"status": response.status, "reason": response.reason, "headers": headers}
     if isinstance(response, web.FileResponse):
-        path = str(response._path)  # no public attribute; the host serves the file itself
-        if not any(k.lower() == "content-type" for k, _ in headers):
-            headers.append(("Content-Type", mimetypes.guess_type(path)[0]
-                            or "application/octet-stream"))
-        answer["file"] = path
+        # No public attribute names the file; the host serves it (its type guessed there).
+        answer["file"] = os.path.abspath(str(response._path))
         return answer
     if not isinstance(response, web.Response):
         raise TypeError("the route's handler returned %s; an isolated pack's route can answer "

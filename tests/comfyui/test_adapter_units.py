@@ -314,12 +314,16 @@ def test_a_routes_response_comes_back_whole_or_is_refused_by_name():
     async def streamed(request):
         return web.StreamResponse()
 
+    def plain_function(request):
+        return web.Response(text="not a coroutine")
+
     answer = _answer(echo, "PUT", b"payload")
     assert (answer["status"], answer["reason"], answer["body"]) == (201, "Made", b"payload")
     assert ("X-One", "1") in answer["headers"] and ("Set-Cookie", "k=v; Path=/") in answer[
         "headers"]
     assert not any(k.lower() == "content-length" for k, _ in answer["headers"])
     assert _answer(gone)["status"] == 410 and _answer(gone)["body"] == b"gone"
+    assert _answer(plain_function)["body"] == b"not a coroutine"
     with pytest.raises(TypeError, match="returned StreamResponse; an isolated pack's route"):
         _answer(streamed)
 
