@@ -56,7 +56,7 @@ _COMFYUI_ROOT = os.path.dirname(os.path.abspath(folder_paths.__file__))
 host = None
 
 
-def _load_pack(runner, cache, env, pack_dir, env_config):
+def _load_pack(runner, routes, cache, env, pack_dir, env_config):
     """Registers the stand-ins of one pack; returns how many nodes."""
     key = catalog.fingerprint(pack_dir, env_config)
     description = cache.get(pack_dir, key)
@@ -72,8 +72,7 @@ def _load_pack(runner, cache, env, pack_dir, env_config):
     web = description.get("web_directory")
     if web and os.path.isdir(web):
         nodes.EXTENSION_WEB_DIRS[os.path.basename(pack_dir)] = web
-    pack_routes.register(host, runner.worker_settings[env], env, pack_dir,
-                         description.get("routes") or [])
+    routes.register(env, runner.worker_settings[env], pack_dir, description.get("routes") or [])
     return len(description["nodes"])
 
 
@@ -146,11 +145,13 @@ def _start():
         held.install(runner)
     bridge.serve(host)
     bridge.join_memory_managers(host)
+    routes = pack_routes.PackRoutes(host, settings.route_timeout_seconds,
+                                    settings.interrupt_grace_seconds)
     cache = catalog.Catalog(settings.scan_cache)
     for env, pack_dir in settings.packs:
         env_config = settings.host_config["env"][env]
         try:
-            count = _load_pack(runner, cache, env, pack_dir, env_config)
+            count = _load_pack(runner, routes, cache, env, pack_dir, env_config)
             _log.info("isohost: %d nodes of %s run isolated in environment '%s'", count,
                       pack_dir, env)
         except isohost.Error as e:

@@ -16,6 +16,9 @@ DEFAULTS = {
     "interrupt_grace_seconds": 5.0,
     # Where scans of the packs are cached; relative to the TOML file.
     "scan_cache": "isohost-scan-cache.json",
+    # How long an isolated pack's HTTP route may take, its wait behind a node running in its
+    # worker included, before it is interrupted and answered 504 (pack_routes.py).
+    "route_timeout_seconds": 120.0,
     # Whether an isolated node's outputs that only nodes of its own environment read stay in its
     # worker (held.py); false sends every output back to ComfyUI after each node.
     "keep_outputs_in_workers": True,
@@ -36,6 +39,7 @@ class Settings:
         self.interrupt_grace_seconds = options["interrupt_grace_seconds"]
         self.scan_cache = options["scan_cache"]
         self.keep_outputs_in_workers = options["keep_outputs_in_workers"]
+        self.route_timeout_seconds = options["route_timeout_seconds"]
 
 
 def config_path(comfyui_base):
@@ -57,10 +61,8 @@ def load(path, comfyui_root):
             raise SettingsError("%s: unknown key '%s' in [comfyui] (known: %s)"
                                 % (path, key, ", ".join(sorted(DEFAULTS))))
         options[key] = value
-    grace = options["interrupt_grace_seconds"]
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace <= 3600:
-        raise SettingsError("%s: [comfyui] interrupt_grace_seconds must be a number of seconds "
-                            "from 0 to 3600, not %r" % (path, grace))
+    _check_seconds(path, options, "interrupt_grace_seconds", 0, 3600)
+    _check_seconds(path, options, "route_timeout_seconds", 0.001, 86400)
     if not isinstance(options["keep_outputs_in_workers"], bool):
         raise SettingsError("%s: [comfyui] keep_outputs_in_workers must be true or false, not %r"
                             % (path, options["keep_outputs_in_workers"]))
@@ -83,6 +85,13 @@ def load(path, comfyui_root):
         if "python" in env and isinstance(env["python"], str) and os.sep in env["python"]:
             env["python"] = os.path.join(base, os.path.expanduser(env["python"]))
     return Settings(path, data, packs, options)
+
+
+def _check_seconds(path, options, key, low, high):
+    value = options[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise SettingsError("%s: [comfyui] %s must be a number of seconds from %g to %g, not %r"
+                            % (path, key, low, high, value))
 
 
 def _read_toml(path):

@@ -81,9 +81,7 @@ class Host:
         """call() for asyncio: the event loop waits on a descriptor, no thread is held. The
         arguments are pickled (one copy of each large buffer) before the first await. The
         call's asks are served on the loop's thread."""
-        pending = self._submit("call", env, target, args, kwargs)
-        await _completion(pending, self._serve_asks)
-        return self._finish(pending, self._peer(env))
+        return await self.start(env, target, *args, **kwargs).result_async()
 
     def on_ask(self, name, handler):
         """Serve the worker's `isohost_worker.ask(name, value)` (and `tell`) with
@@ -270,6 +268,14 @@ class Call:
         if self._error is not None:
             raise self._error
         return self._value
+
+    async def result_async(self):
+        """result() for asyncio: the event loop waits on a descriptor and serves the call's
+        asks on its thread. Cancelling the await (asyncio.wait_for's timeout) leaves the call
+        running; interrupt() stops it."""
+        if not self._finished:
+            await _completion(self._pending, self._host._serve_asks)
+        return self.result()
 
     def interrupt(self, grace_seconds=5.0):
         """Stop the call: one still queued fails with Interrupted at once; a running one is

@@ -55,11 +55,14 @@ packs = ["packs/one", "/abs/two"]
     assert loaded.interrupt_grace_seconds == 1.5
     assert loaded.scan_cache == str(tmp_path / "isohost-scan-cache.json")
     assert loaded.keep_outputs_in_workers is True
+    assert loaded.route_timeout_seconds == 120.0
 
 
 @pytest.mark.parametrize("text, words", [
     ("[comfyui]\ngrace = 1\n", "unknown key 'grace' in [comfyui]"),
     ("[comfyui]\ninterrupt_grace_seconds = -1\n", "interrupt_grace_seconds must be a number"),
+    ("[comfyui]\nroute_timeout_seconds = 0\n",
+     "route_timeout_seconds must be a number of seconds from 0.001 to 86400, not 0"),
     ("[env.a]\npacks = \"/one\"\n", "[env.a] packs must be a list of directories"),
     ("[comfyui]\nkeep_outputs_in_workers = 1\n", "keep_outputs_in_workers must be true or false"),
     ("[env.a\n", ""),
@@ -344,7 +347,7 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
               {"method": "STATIC", "path": "/static_new", "directory": "/x",
                "options": {"show_index": True}}]
     with caplog.at_level("WARNING", logger="isohost"):
-        assert pack_routes.register(None, {}, "env", "/pack", listed) == 2
+        assert pack_routes.PackRoutes(None, 1.0, 1.0).register("env", {}, "/pack", listed) == 2
     assert caplog.text.count("is not served: that route is already taken") == 3
     added = list(table)[2:]
     assert (added[0].method, added[0].path) == ("POST", "/taken")

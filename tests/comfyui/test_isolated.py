@@ -31,7 +31,8 @@ def servers(comfy_tree, tmp_path_factory):
     try:
         started["isolated"] = start_server(
             comfy_tree, base / "isolated",
-            envs={"pack": (PACK_PYTHON, [NODES]), "schema": (COMFY_PYTHON, [SCHEMA])})
+            envs={"pack": (PACK_PYTHON, [NODES]), "schema": (COMFY_PYTHON, [SCHEMA])},
+            comfyui={"route_timeout_seconds": 3.0})
         started["in_process"] = start_server(comfy_tree, base / "in_process",
                                              custom_nodes=[NODES, SCHEMA])
         yield started
@@ -106,7 +107,7 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     """The class-based pack adds routes to ComfyUI's server; isolated, its handlers run in its
     worker (another pid) and answer as in process: path variables, query, headers, a JSON body,
     cookies, a raised HTTPNotFound, HEAD of a GET route, a file, a static directory, and each
-    under /api too."""
+    under /api too. A handler that hangs is interrupted at route_timeout_seconds."""
     import json
 
     echo = "/isohost_test/echo/caf%C3%A9?size=3&size=4&tag=x"
@@ -147,6 +148,14 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert mine["fails"][0] == theirs["fails"][0] == 500
     assert mine["fails"][2] == b"RuntimeError: this route fails on purpose"
     assert "this route fails on purpose" in isolated.log_tail(200)
+    # A handler that hangs is interrupted after route_timeout_seconds and answered 504; its
+    # worker, stopped in time, serves on.
+    started = time.monotonic()
+    status, _, body = http(isolated, "GET", "/isohost_test/slow")
+    assert status == 504 and b"within 3 s (route_timeout_seconds)" in body, (status, body)
+    assert time.monotonic() - started >= 3.0
+    status, _, body = http(isolated, "GET", echo)
+    assert status == 200 and json.loads(body)["pid"] == worker
     # Its worker killed mid-request: a 503 that names the signal; the next request gets a fresh
     # worker. (In process this would kill ComfyUI.)
     status, _, body = http(isolated, "POST", "/isohost_test/crash", b"")

@@ -172,3 +172,25 @@ def test_make_room_releases_an_idle_worker_for_the_host_itself(tmp_path):
         assert h.make_room(0, device=0)["outcome"] == "grant"
         with pytest.raises(ValueError):
             h.make_room(-1)
+
+
+def test_result_async_serves_asks_on_the_loop_and_a_timeout_leaves_the_call_to_interrupt(host):
+    """Call.result_async: the call's asks are served on the event loop's thread; a cancelled
+    await (asyncio.wait_for's timeout) leaves the call running until interrupt() stops it."""
+    started = threading.Event()
+    seen = []
+    host.on_ask("started", lambda v: seen.append(threading.get_ident()) or started.set())
+
+    async def main():
+        call = host.start("w", F + "spin_until_interrupted", 60)
+        while not started.is_set():  # each timeout leaves it running; the tell comes meanwhile
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(call.result_async(), 0.05)
+        assert not call.done()
+        call.interrupt(grace_seconds=30)
+        with pytest.raises(isohost.WorkerException) as caught:
+            await call.result_async()
+        return caught.value.type_name, await host.start("w", F + "add", 2, 5).result_async()
+
+    assert asyncio.run(main()) == ("isohost_worker.interrupts.Interrupted", 7)
+    assert seen == [threading.get_ident()]

@@ -43,6 +43,15 @@ async def source(request):
     return web.FileResponse(os.path.join(HERE, "__init__.py"))
 
 
+@routes.get("/isohost_test/slow")
+async def slow(request):
+    import time
+
+    for _ in range(6000):  # 30 s of blocking calls; only ever asked of an isolated pack
+        time.sleep(0.005)
+    return web.Response(text="late")
+
+
 @routes.post("/isohost_test/crash")
 async def crash(request):
     import signal
