@@ -9,7 +9,7 @@ import urllib.error
 
 import pytest
 
-from conftest import PACK_PYTHON, TEST_PACKS, start_server
+from conftest import COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, start_server
 
 GRACE = 1.0
 
@@ -201,7 +201,8 @@ def test_a_pack_that_needs_numpy_1_runs_isolated_and_would_not_import_in_comfyui
 
 
 def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
-    envs = {"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes"])}
+    envs = {"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes"]),
+            "schema": (COMFY_PYTHON, [TEST_PACKS / "isohost_schema_pack"])}
     first = start_server(comfy_tree, tmp_path / "cached", envs=envs)
     first.stop()
     assert any("started worker 'tests'" in line for line in first.log)
@@ -209,5 +210,9 @@ def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
     try:
         assert not any("started worker" in line for line in second.log), second.log_tail()
         assert report(second)["numpy"] == [pack_numpy()]  # the first call starts it
+        # A pack's routes come from the cache too; the first request starts its worker.
+        echo = second.request("GET", "/isohost_test/echo/warm")
+        assert echo["name"] == "warm" and echo["pid"] != second.process.pid
+        assert any("started worker 'schema'" in line for line in second.log)
     finally:
         second.stop()
