@@ -14,5 +14,5 @@ export ISOHOST_COMFY_PYTHON=python3 ISOHOST_PACK_PYTHON=python3 ISOHOST_COMFY_DE
   ISOHOST_COMFYUI_FIXTURES=$PWD/.gpu/comfyui ISOHOST_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
 PYTHONPATH=/tmp/isohost-site timeout 330 python3 tests/gpu/check_comfyui_gpu.py 2>&1 |
   tee "$out/comfyui-checks.txt"
-ISOHOST_COMFY_DEVICE=cpu PYTHONPATH=/tmp/isohost-site timeout 200 "$bin" bench comfyui \
-  --python python3 --rounds 2000 2>"$out/bench-comfyui.log" | tee "$out/bench-comfyui.txt"
+ISOHOST_COMFY_DEVICE=cpu PYTHONPATH=/tmp/isohost-site timeout 150 "$bin" bench comfyui \
+  --python python3 --rounds 1000 2>"$out/bench-comfyui.log" | tee "$out/bench-comfyui.txt"
