@@ -4,7 +4,7 @@
 # figures, and the hibernation checks. Expects the stripped binary and the worker runtime under
 # .gpu/ (bench/gpu/prepare.sh makes them) and writes everything under $OUT (or
 # bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` runs only the ComfyUI checks
-# and bench comfyui (bench/gpu/comfyui.sh, about 9 minutes at worst; carry .whl too, made by
+# and bench comfyui (bench/gpu/comfyui.sh, about 8 minutes at worst; carry .whl too, made by
 # bench/gpu/comfyui_wheels.sh), `bench/gpu/run.sh sleep` only sleep's checks and benchmarks
 # (bench/gpu/sleep.sh, as long), so that each fits in one run; `all` runs everything, the longer
 # benchmarks too (bench rtt, bench start, bench hibernate).
