@@ -213,6 +213,6 @@ def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
         # A pack's routes come from the cache too; the first request starts its worker.
         echo = second.request("GET", "/isohost_test/echo/warm")
         assert echo["name"] == "warm" and echo["pid"] != second.process.pid
-        assert any("started worker 'schema'" in line for line in second.log)
+        second.wait_for_log("started worker 'schema'")
     finally:
         second.stop()
