@@ -88,6 +88,15 @@ class _PromptServer:
         self.last_node_id = None
         self.last_prompt_id = None
 
+    @property
+    def loop(self):
+        # Running on its own thread once no pack is being imported (server_loop.py).
+        from isohost_comfy_worker import packs, server_loop
+
+        if packs.importing() is None:
+            server_loop.start()
+        return server_loop.loop()
+
     def send_sync(self, event, data, sid=None):
         from isohost_comfy_worker import messages
 
@@ -95,6 +104,16 @@ class _PromptServer:
             isohost_worker.tell("comfy.send_sync", messages.encode(event, data, sid))
         except (TypeError, ValueError) as e:
             logging.warning("isohost: send_sync(%r) from a worker dropped: %s", event, e)
+
+    # The server's coroutines that send at once: through the host's send_sync, in order with it.
+    async def send(self, event, data, sid=None):
+        self.send_sync(event, data, sid)
+
+    async def send_json(self, event, data, sid=None):
+        self.send_sync(event, data, sid)
+
+    async def send_bytes(self, event, data, sid=None):
+        self.send_sync(event, data, sid)
 
     def send_progress_text(self, text, node_id, sid=None):
         # The host's own, which packs it as ComfyUI's front end expects.

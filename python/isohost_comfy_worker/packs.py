@@ -6,6 +6,8 @@ import importlib.util
 import os
 import sys
 
+from isohost_comfy_worker import server_loop
+
 _loaded = {}
 # The packs being imported, innermost last: what a pack registers at import (an HTTP route,
 # routes.py) is its own.
@@ -43,6 +45,8 @@ def load(pack_dir):
         raise
     finally:
         _importing.pop()
+        if not _importing:  # what the pack scheduled on the server loop at import runs now
+            server_loop.start()
     _loaded[pack_dir] = module
     return module
 

@@ -13,12 +13,11 @@ import inspect
 import logging
 import os
 
-from isohost_comfy_worker import comfy_env, packs
+from isohost_comfy_worker import comfy_env, packs, server_loop
 
 # What packs registered, in order: (pack directory or None, method, path, handler, kwargs).
 # "*" is any method (a class-based view); "STATIC" a directory, whose handler is its path.
 _table = []
-_loop = None
 # Headers aiohttp sets itself from the body it sends.
 _FRAMING = ("content-length", "transfer-encoding")
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
@@ -124,7 +123,7 @@ def serve(pack_dir, request, settings):
     comfy_env.prepare(settings)
     packs.load(pack_dir)
     handler = _handler(pack_dir, request["method"], request["route"])
-    return _event_loop().run_until_complete(_answer(handler, request))
+    return server_loop.run(_answer(handler, request))
 
 
 def _handler(pack_dir, method, path):
@@ -135,15 +134,6 @@ def _handler(pack_dir, method, path):
                 route_method in (method, "*") or (method, route_method) == ("HEAD", "GET")):
             return handler
     raise LookupError("the pack %s has no route %s %s in this worker" % (pack_dir, method, path))
-
-
-def _event_loop():
-    # One loop for the worker's life: what a pack's handler keeps (a session, a lock) stays
-    # bound to the loop it was made on, as in ComfyUI's one server loop.
-    global _loop
-    if _loop is None:
-        _loop = asyncio.new_event_loop()
-    return _loop
 
 
 class _Protocol:

@@ -295,11 +295,62 @@ def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
 
 
 def _answer(handler, method="GET", body=b""):
-    from isohost_comfy_worker import routes
+    from isohost_comfy_worker import routes, server_loop
 
     message = {"method": method, "route": "/r", "path": "/r?x=1", "match_info": {},
                "headers": [("Content-Type", "text/plain")], "body": body}
-    return routes._event_loop().run_until_complete(routes._answer(handler, message))
+    return server_loop.run(routes._answer(handler, message))
+
+
+def test_a_handler_runs_on_the_server_loops_own_thread():
+    import asyncio
+    import threading
+
+    from isohost_comfy_worker import server_loop
+
+    async def where():
+        return threading.current_thread().name, asyncio.get_running_loop()
+
+    assert server_loop.run(where()) == ("isohost-server-loop", server_loop.loop())
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_an_interrupt_of_the_waiting_thread_cancels_the_handler_and_waits_for_its_end():
+    import asyncio
+    import ctypes
+    import threading
+
+    from isohost_comfy_worker import server_loop
+
+    seen = []
+    started = threading.Event()
+
+    async def handler():
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # ends its own way before the caller goes on
+            seen.append("cancelled")
+            raise
+
+    def caller():
+        try:
+            server_loop.run(handler())
+        except _Stop:
+            seen.append("caller stopped")
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    assert started.wait(60)
+    # What isohost_worker's interrupt does to the call's thread.
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                               ctypes.py_object(_Stop))
+    thread.join(60)
+    assert seen == ["cancelled", "caller stopped"]
 
 
 def test_a_routes_response_comes_back_whole_or_is_refused_by_name():

@@ -148,20 +148,45 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert mine["fails"][0] == theirs["fails"][0] == 500
     assert mine["fails"][2] == b"RuntimeError: this route fails on purpose"
     isolated.wait_for_log("failed in its worker", "this route fails on purpose")
-    # A handler that hangs is interrupted after route_timeout_seconds and answered 504; its
-    # worker, stopped in time, serves on.
+    # A handler that awaits too long is interrupted after route_timeout_seconds and answered
+    # 504; cancelled, it stops, and its worker serves on.
     started = time.monotonic()
     status, _, body = http(isolated, "GET", "/isohost_test/slow")
     assert status == 504 and b"within 3 s (route_timeout_seconds)" in body, (status, body)
     assert time.monotonic() - started >= 3.0
     status, _, body = http(isolated, "GET", echo)
     assert status == 200 and json.loads(body)["pid"] == worker
+    # One stuck in blocking code does not stop: its worker is killed at interrupt_grace_seconds
+    # and the next request gets a fresh one.
+    status, _, body = http(isolated, "GET", "/isohost_test/stuck")
+    assert status == 504 and b"within 3 s (route_timeout_seconds)" in body, (status, body)
+    isolated.wait_for_log("did not stop within 5 s of its interrupt")
+    status, _, body = http(isolated, "GET", echo)
+    fresh = json.loads(body)["pid"]
+    assert status == 200 and fresh not in (worker, isolated.process.pid)
     # Its worker killed mid-request: a 503 that names the signal; the next request gets a fresh
     # worker. (In process this would kill ComfyUI.)
     status, _, body = http(isolated, "POST", "/isohost_test/crash", b"")
     assert status == 503 and b"killed by SIGKILL" in body, (status, body)
     status, _, body = http(isolated, "GET", echo)
-    assert status == 200 and json.loads(body)["pid"] not in (worker, isolated.process.pid)
+    assert status == 200 and json.loads(body)["pid"] not in (fresh, isolated.process.pid)
+
+
+def test_a_packs_server_loop_runs_its_tasks_and_handlers_as_in_process(isolated, in_process):
+    """The pack schedules a task on PromptServer.instance.loop at import, and its route handler
+    awaits PromptServer.instance.send_json: isolated, the worker's server loop runs the task once
+    the import is done and the handler on that same loop, and the message reaches the host's
+    websocket clients, as in process."""
+    import json
+
+    for server in (isolated, in_process):
+        status, _, body = http(server, "GET", "/isohost_test/loop")
+        assert status == 200, (body, server.log_tail())
+        assert json.loads(body) == {"on_server_loop": True, "background_ran": True}
+        server._wait_for(lambda: any(m.get("type") == "isohost_test.loop"
+                                     for _, m in server.messages), 60, "the handler's message")
+        pids = [m["data"]["pid"] for _, m in server.messages if m.get("type") == "isohost_test.loop"]
+        assert (pids[0] == server.process.pid) == (server is in_process), pids
 
 
 def test_a_combo_of_model_files_lists_a_file_added_later_as_in_process(isolated, in_process):

@@ -3,6 +3,7 @@ ComfyExtension from comfy_entrypoint) instead of NODE_CLASS_MAPPINGS, as ComfyUI
 comfy_extras are since 0.3.4x, and which adds HTTP routes to ComfyUI's server, as many packs do
 (in a worker under ComfyUI's interpreter: aiohttp is there). Written for these tests."""
 
+import asyncio
 import os
 
 from aiohttp import web
@@ -45,11 +46,37 @@ async def source(request):
 
 @routes.get("/isohost_test/slow")
 async def slow(request):
+    await asyncio.sleep(30)  # only ever asked of an isolated pack
+    return web.Response(text="late")
+
+
+@routes.get("/isohost_test/stuck")
+async def stuck(request):
     import time
 
     for _ in range(6000):  # 30 s of blocking calls; only ever asked of an isolated pack
         time.sleep(0.005)
     return web.Response(text="late")
+
+
+# As packs start background work at import on the server's loop, which runs once ComfyUI has
+# imported its packs and starts its server.
+_background = {}
+
+
+async def _note_the_loop():
+    _background["loop"] = asyncio.get_running_loop()
+
+
+PromptServer.instance.loop.create_task(_note_the_loop())
+
+
+@routes.get("/isohost_test/loop")
+async def server_loop(request):
+    await PromptServer.instance.send_json("isohost_test.loop", {"pid": os.getpid()})
+    running = asyncio.get_running_loop()
+    return web.json_response({"on_server_loop": running is PromptServer.instance.loop,
+                              "background_ran": _background.get("loop") is running})
 
 
 @routes.post("/isohost_test/crash")

@@ -1,0 +1,71 @@
+"""ComfyUI's server event loop in a worker: `PromptServer.instance.loop` (docs/comfyui.md,
+"Routes").
+
+In process, ComfyUI's aiohttp server runs one event loop for its life, on the main thread, while
+nodes run on another; packs schedule work on it (`loop.create_task` at import, which runs once
+the server starts; `asyncio.run_coroutine_threadsafe` from a node) and their route handlers run
+on it. In a worker, nodes run on the main thread, so that loop runs on a thread of its own, made
+when a pack first asks for it or a route is served, and started once no pack is being imported:
+a task a pack creates at import runs after the import, as in process. A route's handler runs on
+it (run()), beside the tasks the pack started there.
+"""
+
+import asyncio
+import threading
+
+_lock = threading.Lock()
+_loop = None
+_thread = None
+# How often a wait in run() gives Python a chance to raise an interrupt in the waiting thread
+# (an interrupt is raised at the next bytecode, never inside a blocked lock).
+_INTERRUPT_CHECK_SECONDS = 0.05
+
+
+def loop():
+    """The worker's server loop, made on first use (not started: start())."""
+    global _loop
+    with _lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+        return _loop
+
+
+def start():
+    """Runs the server loop on its thread from now on, if it was made and does not run yet."""
+    global _thread
+    with _lock:
+        if _loop is None or _thread is not None:
+            return
+        _thread = threading.Thread(target=_run, args=(_loop,), name="isohost-server-loop",
+                                   daemon=True)
+        _thread.start()
+
+
+def _run(server_loop):
+    asyncio.set_event_loop(server_loop)
+    server_loop.run_forever()
+
+
+def run(coroutine):
+    """The result of `coroutine`, run on the server loop, for a caller on another thread. An
+    interrupt raised in the caller's thread while it waits cancels the coroutine's task and
+    waits for it to end before it goes on up: a handler that awaits stops at once, one stuck in
+    blocking code keeps the call in flight until the host kills the worker at its grace."""
+    server_loop = loop()
+    start()
+    finished = threading.Event()
+    task = []
+
+    def create():
+        task.append(server_loop.create_task(coroutine))
+        task[0].add_done_callback(lambda _: finished.set())
+
+    server_loop.call_soon_threadsafe(create)
+    try:
+        while not finished.wait(_INTERRUPT_CHECK_SECONDS):
+            pass
+    except BaseException:
+        server_loop.call_soon_threadsafe(lambda: task[0].cancel())  # after create(): FIFO
+        finished.wait()
+        raise
+    return task[0].result()
