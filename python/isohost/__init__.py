@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
 
 import isohost_worker
@@ -54,6 +55,7 @@ class Host:
     def __init__(self, config=None):
         self._peers = {}
         self._ask_handlers = {}
+        self._tells = None
         try:
             if config is None:
                 self._core = _isohost.Core.from_toml("", "(defaults)", os.getcwd(), _RUNTIME_DIR)
@@ -88,11 +90,19 @@ class Host:
         `handler(value)`, whose return value (JSON) is the answer; an exception it raises
         becomes isohost_worker.AskFailed in the worker, with its type and message. The handler
         runs on the thread that waits for the call that asked (Host.call's caller, Call.result's,
-        the event loop's for call_async). None removes the handler."""
+        the event loop's for call_async); for a tell a worker sends while none of its calls is in
+        flight (from a thread or a task of its own), on this host's thread "isohost-tells".
+        None removes the handler."""
         if handler is None:
             self._ask_handlers.pop(name, None)
-        else:
-            self._ask_handlers[name] = handler
+            return
+        self._ask_handlers[name] = handler
+        if self._tells is None:
+            # Holds the core and the handlers, not the Host, which stays collectable.
+            self._tells = threading.Thread(target=_serve_tells,
+                                           args=(self._core, self._ask_handlers),
+                                           name="isohost-tells", daemon=True)
+            self._tells.start()
 
     def ps(self):
         """Every worker's state and memory, the host's own, and the device's (as `isohost ps
@@ -141,6 +151,8 @@ class Host:
     def close(self):
         """Shut every worker down (shutdown frame, grace period, kill). Idempotent."""
         self._core.close()
+        if self._tells is not None and self._tells is not threading.current_thread():
+            self._tells.join()  # take_tells returns None at once now; a handler ends first
         for peer in self._peers.values():
             peer.open = False
             values.drop_spares(peer)
@@ -189,25 +201,10 @@ class Host:
     def _serve_asks(self, pending):
         """Answers the asks (and runs the tells) that `pending`'s call made since the last time."""
         for token, text in pending.take_asks():
-            body = json.loads(text)
-            name = body.get("name")
-            handler = self._ask_handlers.get(name)
-            try:
-                if handler is None:
-                    raise _Unsupported("this host has no handler for %r" % (name,))
-                reply = {"ok": True, "value": handler(body.get("value"))}
-                reply_text = json.dumps(reply, allow_nan=False)
-            except BaseException as e:
-                reply_text = json.dumps({"ok": False, "error": {
-                    "type": _type_name(type(e)), "message": _safe_str(e)}})
-                if body.get("op") == "tell":
-                    _log.warning("a tell %r from the worker failed: %s: %s",
-                                 name, _type_name(type(e)), _safe_str(e))
-                pending.answer(token, reply_text)
-                if not isinstance(e, Exception):
-                    raise
-                continue
+            reply_text, raised = _run_ask_handler(self._ask_handlers, json.loads(text))
             pending.answer(token, reply_text)
+            if raised is not None:
+                raise raised
 
     def _wait(self, pending, timeout=None):
         """Serves the call's asks until its outcome is in; False if `timeout` passed first."""
@@ -291,6 +288,36 @@ class Call:
 
 class _Unsupported(Exception):
     """No handler for an ask's name; the worker sees the type "Unsupported"."""
+
+
+def _run_ask_handler(handlers, body):
+    """(the answer as JSON text, None) for an ask or tell `body`, or with the BaseException
+    that is no Exception (KeyboardInterrupt, SystemExit) its handler raised, to raise once
+    answered. A tell's failure is logged: nobody waits for its answer."""
+    name = body.get("name")
+    handler = handlers.get(name)
+    try:
+        if handler is None:
+            raise _Unsupported("this host has no handler for %r" % (name,))
+        return json.dumps({"ok": True, "value": handler(body.get("value"))}, allow_nan=False), None
+    except BaseException as e:
+        if body.get("op") == "tell":
+            _log.warning("a tell %r from the worker failed: %s: %s",
+                         name, _type_name(type(e)), _safe_str(e))
+        reply_text = json.dumps({"ok": False, "error": {
+            "type": _type_name(type(e)), "message": _safe_str(e)}})
+        return reply_text, (None if isinstance(e, Exception) else e)
+
+
+def _serve_tells(core, handlers):
+    """The thread "isohost-tells": runs the handlers of the tells workers send between calls,
+    until the host closes."""
+    while True:
+        tells = core.take_tells(1.0)
+        if tells is None:
+            return
+        for _env, text in tells:
+            _run_ask_handler(handlers, json.loads(text))
 
 
 def _type_name(cls):

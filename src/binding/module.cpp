@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "binding/idle_tells.hpp"
 #include "binding/pending_call.hpp"
 #include "control/status_json.hpp"
 #include "pool/caller_polling.hpp"
@@ -59,8 +60,13 @@ pool::Request::Kind request_kind(const std::string& kind) {
 class Core {
  public:
   Core(pool::Config config, const std::string& runtime_dir)
-      : pool_(std::make_unique<pool::Pool>(std::move(config),
-                                           pool::PoolOptions{.runtime_dir = runtime_dir})) {}
+      : pool_(std::make_unique<pool::Pool>(
+            std::move(config),
+            pool::PoolOptions{.runtime_dir = runtime_dir,
+                              .on_tell = [tells = tells_](const std::string& env,
+                                                          const nlohmann::ordered_json& tell) {
+                                tells->push(env, tell);
+                              }})) {}
 
   // Takes ownership of `fds` at once, whatever happens next.
   std::shared_ptr<PendingCall> submit(const std::string& kind, const std::string& env,
@@ -102,9 +108,25 @@ class Core {
     return dump(control::status_json(pool_->status_with_memory().get()));
   }
 
+  // None once closed, else [(env, body as JSON text)]: the tells workers sent between calls
+  // since the last take, waiting (GIL released) at most `timeout` seconds for the first.
+  py::object take_tells(double timeout) {
+    std::optional<std::vector<IdleTells::Tell>> tells;
+    {
+      py::gil_scoped_release release;
+      tells = tells_->take(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(std::clamp(timeout, 0.0, 3600.0))));
+    }
+    if (!tells) return py::none();
+    py::list out;
+    for (auto& tell : *tells) out.append(py::make_tuple(tell.env, dump(tell.body)));
+    return out;
+  }
+
   void close() {
     if (closed_) return;
     closed_ = true;  // under the GIL, so no submit can slip in behind the shutdown
+    tells_->close();
     py::gil_scoped_release release;
     pool_.reset();  // shuts down, then frees the event loop's descriptors too
   }
@@ -114,6 +136,7 @@ class Core {
     if (closed_) throw Error(ErrorKind::shutting_down, "the host is closed");
   }
 
+  std::shared_ptr<IdleTells> tells_ = std::make_shared<IdleTells>();  // before pool_: it feeds it
   std::unique_ptr<pool::Pool> pool_;
   bool closed_ = false;
 };
@@ -232,6 +255,8 @@ PYBIND11_MODULE(_isohost, m) {
       .def("submit", &Core::submit, py::arg("kind"), py::arg("env"), py::arg("message"),
            py::arg("fds"))
       .def("interrupt", &Core::interrupt, py::arg("pending"), py::arg("grace_seconds"))
+      .def("take_tells", &Core::take_tells, py::arg("timeout"),
+           "None once closed, else [(env, tell as JSON text)] sent between calls")
       .def("status", &Core::status)
       .def("close", &Core::close);
 }

@@ -84,6 +84,10 @@ struct PoolOptions {
   std::shared_ptr<LoopClock> clock;
   // How spawned workers are brought up (zygote forks are the zygote's); unset: Worker::launch.
   LaunchWorker launch_worker;
+  // A tell a worker sends while none of its calls is in flight (a thread or a task of its own
+  // between calls; docs/protocol.md, "Asks"), with its environment's name; runs on the loop
+  // thread. Unset: such tells are logged and dropped.
+  std::function<void(const std::string& env, const nlohmann::ordered_json& tell)> on_tell;
 };
 
 class Pool : private AdmissionSteps {

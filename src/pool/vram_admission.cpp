@@ -37,6 +37,15 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
                              const nlohmann::ordered_json& request,
                              std::function<void(nlohmann::ordered_json)> answer) {
   const auto op = request.value("op", std::string());
+  if (op == "tell") {  // the worker's own, between calls
+    if (options_.on_tell) {
+      options_.on_tell(slot.config.name, request);
+    } else {
+      spdlog::warn("worker '{}': a tell was dropped: no call is in flight to ask",
+                   slot.config.name);
+    }
+    return;
+  }
   if (op == "reserve_done") {
     const auto grant = request.value("grant", nlohmann::ordered_json());
     if (grant.is_number_unsigned() && admission_.grants().settle(grant.get<memory::GrantId>())) {

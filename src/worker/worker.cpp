@@ -368,6 +368,9 @@ void Worker::handle_ask(const nlohmann::ordered_json& body, std::optional<std::i
   std::string refusal;
   if (name == body.end() || !name->is_string()) {
     refusal = "an ask needs a string 'name'";
+  } else if (!request_.handler && !id && events_.on_worker_request) {
+    events_.on_worker_request(body, [](const nlohmann::ordered_json&) {});  // a tell between calls
+    return;
   } else if (!request_.on_ask) {
     refusal = request_.handler ? "the caller of " + request_.what + " serves no asks"
                                : "no call is in flight to ask";

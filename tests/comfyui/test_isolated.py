@@ -189,6 +189,28 @@ def test_a_packs_server_loop_runs_its_tasks_and_handlers_as_in_process(isolated,
         assert (pids[0] == server.process.pid) == (server is in_process), pids
 
 
+def test_a_message_a_packs_task_sends_between_requests_reaches_the_websocket(
+        isolated, in_process, tmp_path):
+    """A task the pack left on its server loop sends a message after the request that started
+    it was answered, while nothing runs in the worker: it reaches the websocket as in process."""
+    import json
+
+    for name, server in (("isolated", isolated), ("in_process", in_process)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        status, _, body = http(server, "POST", "/isohost_test/later",
+                               json.dumps({"fifo": str(fifo)}).encode(),
+                               {"Content-Type": "application/json"})
+        assert (status, body) == (200, b"later"), server.log_tail()
+        with open(fifo, "w") as f:  # answered: the worker runs nothing now
+            f.write("go\n")
+        server._wait_for(lambda: any(m.get("type") == "isohost_test.later"
+                                     for _, m in server.messages), 60, "the task's message")
+        pid = next(m["data"]["pid"] for _, m in server.messages
+                   if m.get("type") == "isohost_test.later")
+        assert (pid == server.process.pid) == (server is in_process), pid
+
+
 def test_a_combo_of_model_files_lists_a_file_added_later_as_in_process(isolated, in_process):
     """CheckpointName lists models/checkpoints each time ComfyUI asks; isolated, the stand-in
     fills that combo from ComfyUI's folder_paths, so a file added after the scan (cached across

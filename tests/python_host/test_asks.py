@@ -3,6 +3,7 @@
 
 import asyncio
 import json
+import os
 import threading
 
 import pytest
@@ -61,6 +62,26 @@ def test_tells_reach_the_handler_in_order(host):
     assert host.call("w", F + "tell_host", "note", "a") == "told"
     assert host.call("w", F + "ask_many", "progress", 50) == list(range(50))
     assert told == ["a"]
+
+
+def test_tells_sent_between_calls_run_their_handler_on_the_hosts_tell_thread(tmp_path):
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    told, all_in = [], threading.Event()
+
+    def note(value):
+        told.append((value, threading.current_thread().name))
+        if len(told) == 3:
+            all_in.set()
+
+    with isohost.Host(config(call_timeout_seconds=60)) as host:
+        host.on_ask("note", note)
+        assert host.call("w", F + "tell_after_call", str(fifo), "note", [1, 2, 3]) == "later"
+        with open(fifo, "w") as f:  # the call has returned: nothing is in flight now
+            f.write("go\n")
+        assert all_in.wait(60)
+        assert told == [(1, "isohost-tells"), (2, "isohost-tells"), (3, "isohost-tells")]
+    assert "isohost-tells" not in [t.name for t in threading.enumerate()]
 
 
 def test_asks_are_served_for_call_async_on_the_loop_thread(host):

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -83,6 +86,31 @@ TEST(PoolAsks, AskingWithoutAHandlerIsUnsupported) {
       pool.call("a", "isohost_test_funcs:ask_failure", {"anyone"}).get(),
       nlohmann::ordered_json(
           {"Unsupported", "the caller of call isohost_test_funcs:ask_failure serves no asks"}));
+}
+
+TEST(PoolAsks, TellsSentBetweenCallsGoToTheHostsOwnHandlerWithTheirEnvironment) {
+  isohost::test_support::TempDir dir;
+  const auto fifo = dir.path + "/go";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::mutex mutex;
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> told;
+  std::promise<void> all_in;
+  Pool pool(fixture_config({"a"}),
+            PoolOptions{.on_tell = [&](const std::string& env, const nlohmann::ordered_json& tell) {
+              std::lock_guard lock(mutex);
+              told.emplace_back(env, tell);
+              if (told.size() == 2) all_in.set_value();
+            }});
+  const nlohmann::ordered_json args = {fifo, "note", {1, 2}};
+  EXPECT_EQ(pool.call("a", "isohost_test_funcs:tell_after_call", args).get(), "later");
+  std::ofstream(fifo) << "go\n";  // the call has returned: nothing is in flight now
+  ASSERT_EQ(all_in.get_future().wait_for(60s), std::future_status::ready);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(told.size(), 2U);
+  EXPECT_EQ(told[0].first, "a");
+  EXPECT_EQ(told[0].second["op"], "tell");
+  EXPECT_EQ(told[0].second["name"], "note");
+  EXPECT_EQ(told[1].second["value"], 2);
 }
 
 TEST(PoolAsks, AnInterruptRaisesInTheCallAndTheWorkerServesOn) {

@@ -7,6 +7,7 @@ import torch when called.
 
 import os
 import sys
+import threading
 import time
 
 import isohost_worker
@@ -345,6 +346,20 @@ def ask_many(name, count):
 def tell_host(name, value=None):
     isohost_worker.tell(name, value)
     return "told"
+
+
+def tell_after_call(fifo, name, values):
+    """Returns at once; a thread of the worker's, once a line comes through the named pipe
+    `fifo` (the test writes it after this call returned), tells each of `values`: tells sent
+    while no call is in flight."""
+    def tell_later():
+        with open(fifo) as f:
+            f.readline()
+        for value in values:
+            isohost_worker.tell(name, value)
+
+    threading.Thread(target=tell_later, daemon=True).start()
+    return "later"
 
 
 def spin_until_interrupted(limit_seconds=60):

@@ -71,6 +71,25 @@ async def _note_the_loop():
 PromptServer.instance.loop.create_task(_note_the_loop())
 
 
+def _read_line(path):
+    with open(path) as f:
+        return f.readline()
+
+
+@routes.post("/isohost_test/later")
+async def later(request):
+    """Answers at once; a task it leaves on the server loop sends a message once a line comes
+    through the named pipe the request names (the test writes it after the answer)."""
+    fifo = (await request.json())["fifo"]
+
+    async def send_when_told():
+        await asyncio.get_running_loop().run_in_executor(None, _read_line, fifo)
+        await PromptServer.instance.send_json("isohost_test.later", {"pid": os.getpid()})
+
+    PromptServer.instance.loop.create_task(send_when_told())
+    return web.Response(text="later")
+
+
 @routes.get("/isohost_test/loop")
 async def server_loop(request):
     await PromptServer.instance.send_json("isohost_test.loop", {"pid": os.getpid()})
