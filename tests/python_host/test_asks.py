@@ -5,6 +5,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 
 import pytest
 
@@ -82,6 +83,34 @@ def test_tells_sent_between_calls_run_their_handler_on_the_hosts_tell_thread(tmp
         assert all_in.wait(60)
         assert told == [(1, "isohost-tells"), (2, "isohost-tells"), (3, "isohost-tells")]
     assert "isohost-tells" not in [t.name for t in threading.enumerate()]
+
+
+def test_tells_that_pile_up_behind_a_stuck_handler_are_dropped_and_the_host_serves_on(
+        tmp_path, capfd):
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    received, release, done = [], threading.Event(), threading.Event()
+
+    def flood(value):
+        release.wait(60)
+        received.append(value)
+
+    with isohost.Host(config(call_timeout_seconds=60)) as host:
+        host.on_ask("flood", flood)
+        host.on_ask("flood_done", lambda value: done.set())
+        assert host.call("w", F + "tell_flood_after_call", str(fifo), "flood", 6000) == "later"
+        with open(fifo, "w") as f:
+            f.write("go\n")
+            f.flush()
+            deadline, log = time.monotonic() + 60, ""
+            while "tells dropped: 4096 wait for the host's handlers" not in log:
+                assert time.monotonic() < deadline, log
+                log += capfd.readouterr().err
+                time.sleep(0.01)
+            release.set()
+            f.write("done\n")
+        assert done.wait(60)
+        assert 4096 <= len(received) < 6000 and received == sorted(received)
 
 
 def test_asks_are_served_for_call_async_on_the_loop_thread(host):

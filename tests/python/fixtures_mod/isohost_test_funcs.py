@@ -362,6 +362,21 @@ def tell_after_call(fifo, name, values):
     return "later"
 
 
+def tell_flood_after_call(fifo, name, count):
+    """Returns at once; a thread of the worker's then tells `name` `count` times (0, 1, ...) when
+    a first line comes through `fifo`, and tells "flood_done" at a second."""
+    def flood():
+        with open(fifo) as f:
+            f.readline()
+            for value in range(count):
+                isohost_worker.tell(name, value)
+            f.readline()
+            isohost_worker.tell("flood_done")
+
+    threading.Thread(target=flood, daemon=True).start()
+    return "later"
+
+
 def spin_until_interrupted(limit_seconds=60):
     """Says "started", then spins in Python until an interrupt raises here (or the limit)."""
     isohost_worker.tell("started")
