@@ -23,7 +23,9 @@ def ask(name, value=None):
 
 
 def tell(name, value=None):
-    """ask() without waiting for an answer; a handler's failure is logged on the host."""
+    """ask() without waiting for an answer; a handler's failure is logged on the host. From
+    any thread: sent while no call is in flight, it goes to the host's own handler of that
+    name (the Python host runs it on its thread "isohost-tells")."""
     _runtime().tell({"op": "tell", "name": _name(name), "value": value})
 
 
