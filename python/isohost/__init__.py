@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 
 import isohost_worker
 from isohost_worker import values
@@ -98,9 +99,10 @@ class Host:
             return
         self._ask_handlers[name] = handler
         if self._tells is None:
-            # Holds the core and the handlers, not the Host, which stays collectable.
+            # A weak reference to the core, and not the Host: a Host dropped without close()
+            # still ends its workers when it is collected, as it did without this thread.
             self._tells = threading.Thread(target=_serve_tells,
-                                           args=(self._core, self._ask_handlers),
+                                           args=(weakref.ref(self._core), self._ask_handlers),
                                            name="isohost-tells", daemon=True)
             self._tells.start()
 
@@ -309,11 +311,13 @@ def _run_ask_handler(handlers, body):
         return reply_text, (None if isinstance(e, Exception) else e)
 
 
-def _serve_tells(core, handlers):
+def _serve_tells(core_ref, handlers):
     """The thread "isohost-tells": runs the handlers of the tells workers send between calls,
-    until the host closes."""
+    until the host closes or is collected."""
     while True:
-        tells = core.take_tells(1.0)
+        core = core_ref()
+        tells = None if core is None else core.take_tells(1.0)
+        del core
         if tells is None:
             return
         for _env, text in tells:

@@ -362,16 +362,21 @@ def tell_after_call(fifo, name, values):
     return "later"
 
 
-def tell_flood_after_call(fifo, name, count):
+def tell_flood_after_call(fifo, name, count, ack):
     """Returns at once; a thread of the worker's then tells `name` `count` times (0, 1, ...) when
-    a first line comes through `fifo`, and tells "flood_done" at a second."""
+    a first line comes through `fifo`, and at a second tells "flood_done" every 20 ms until the
+    file `ack` exists (one sent while the host's queue is still full is dropped)."""
     def flood():
         with open(fifo) as f:
             f.readline()
             for value in range(count):
                 isohost_worker.tell(name, value)
             f.readline()
+        for _ in range(3000):
             isohost_worker.tell("flood_done")
+            if os.path.exists(ack):
+                return
+            time.sleep(0.02)
 
     threading.Thread(target=flood, daemon=True).start()
     return "later"
