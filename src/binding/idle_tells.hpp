@@ -2,9 +2,9 @@
 
 // The tells workers send while none of their calls is in flight (a thread or a task of their
 // own between calls), queued on the pool's loop thread for the Python host's tell thread, which
-// runs their handlers (docs/python-api.md, "Asks").
+// runs their handlers (docs/python-api.md, "Asks and interrupts").
 //
-//   options.on_tell = [tells](const std::string& env, const json& tell) { tells->push(env, tell); };
+//   options.on_tell = [tells](const auto& env, const auto& tell) { tells->push(env, tell); };
 //   while (auto batch = tells->take(1s)) for (auto& t : *batch) ...;   // nullopt once closed
 //
 // Bounded: past kMaxQueued waiting, a tell is dropped (logged), so a worker that tells in a
