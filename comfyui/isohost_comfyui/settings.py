@@ -16,8 +16,8 @@ DEFAULTS = {
     "interrupt_grace_seconds": 5.0,
     # Where scans of the packs are cached; relative to the TOML file.
     "scan_cache": "isohost-scan-cache.json",
-    # How long an isolated pack's HTTP route may take, its wait behind a node running in its
-    # worker included, before it is interrupted and answered 504 (pack_routes.py).
+    # How long an isolated pack's HTTP route may take before its handler is cancelled and it is
+    # answered 504 (pack_routes.py).
     "route_timeout_seconds": 120.0,
     # Whether an isolated node's outputs that only nodes of its own environment read stay in its
     # worker (held.py); false sends every output back to ComfyUI after each node.

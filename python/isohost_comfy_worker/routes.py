@@ -3,9 +3,10 @@
 A pack adds routes at import through `PromptServer.instance.routes`, aiohttp's RouteTableDef in
 process. In a worker that table is a RouteTable: it records each handler with the pack being
 imported, the scan lists them (scan.py), and the host's ComfyUI registers a proxy for each
-under the same method and path. The proxy sends the request here (`serve`), which runs the
-pack's handler on an aiohttp request rebuilt from the host's and sends back its response. A
-static directory is served by the host itself: it is on the same machine.
+under the same method and path. The proxy sends the request to the worker's route channel
+(route_channel.py), which runs the pack's handler here (`answer`) on an aiohttp request rebuilt
+from the host's and sends back its response. A static directory is served by the host itself: it
+is on the same machine.
 """
 
 import asyncio
@@ -13,7 +14,7 @@ import inspect
 import logging
 import os
 
-from isohost_comfy_worker import comfy_env, packs, server_loop
+from isohost_comfy_worker import packs
 
 # What packs registered, in order: (pack directory or None, method, path, handler, kwargs).
 # "*" is any method (a class-based view); "STATIC" a directory, whose handler is its path.
@@ -116,23 +117,14 @@ def listed(pack_dir):
     return out
 
 
-def serve(pack_dir, request, settings):
-    """The response of the pack's handler for `request` (the host's proxy: "method", "route",
-    "path" with its query, "match_info", "headers" as pairs, "body"): {"status", "reason",
-    "headers", "body"}, or "file" in place of "body" for a web.FileResponse."""
-    comfy_env.prepare(settings)
-    packs.load(pack_dir)
-    handler = _handler(pack_dir, request["method"], request["route"])
-    return server_loop.run(_answer(handler, request))
-
-
-def _handler(pack_dir, method, path):
+def find_handler(pack_dir, method, path):
+    """The handler of the route `method` `path` the pack at `pack_dir` added in this worker."""
     # HEAD finds a GET route's handler, as aiohttp's add_get (allow_head) has it in process.
     pack_dir = os.path.abspath(pack_dir)
-    for pack, route_method, route_path, handler, _ in _table:
+    for pack, route_method, route_path, found, _ in _table:
         if pack == pack_dir and route_path == path and (
                 route_method in (method, "*") or (method, route_method) == ("HEAD", "GET")):
-            return handler
+            return found
     raise LookupError("the pack %s has no route %s %s in this worker" % (pack_dir, method, path))
 
 
@@ -148,7 +140,9 @@ class _Protocol:
         pass
 
 
-async def _answer(handler, message):
+async def answer(handler, message):
+    """What `handler` answers to `message` (the host's request: "method", "path" with its
+    query, "match_info", "headers" as pairs, "body"), as _plain() describes it."""
     from aiohttp import streams, test_utils, web
     from multidict import CIMultiDict
 
@@ -169,7 +163,8 @@ async def _answer(handler, message):
 
 
 def _plain(response, web):
-    """The response as the host rebuilds it."""
+    """The response as the host rebuilds it: {"status", "reason", "headers", "body"}, or "file"
+    in place of "body" for a web.FileResponse."""
     headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _FRAMING]
     headers += [("Set-Cookie", morsel.OutputString()) for morsel in response.cookies.values()]
     answer = {"status": response.status, "reason": response.reason, "headers": headers}

@@ -288,10 +288,10 @@ def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
         {"method": "POST", "path": "/routes_pack/post"},
         {"method": "PUT", "path": "/routes_pack/put"},
         {"method": "STATIC", "path": "/routes_pack/s", "directory": "/s", "options": {}}]
-    assert routes._handler(str(pack), "DELETE", "/routes_pack/view").__name__ == "View"
-    assert routes._handler(str(pack), "HEAD", "/routes_pack/{name}").__name__ == "named"
+    assert routes.find_handler(str(pack), "DELETE", "/routes_pack/view").__name__ == "View"
+    assert routes.find_handler(str(pack), "HEAD", "/routes_pack/{name}").__name__ == "named"
     with pytest.raises(LookupError, match="has no route POST /routes_pack/{name}"):
-        routes._handler(str(pack), "POST", "/routes_pack/{name}")
+        routes.find_handler(str(pack), "POST", "/routes_pack/{name}")
 
 
 def _answer(handler, method="GET", body=b""):
@@ -299,7 +299,7 @@ def _answer(handler, method="GET", body=b""):
 
     message = {"method": method, "route": "/r", "path": "/r?x=1", "match_info": {},
                "headers": [("Content-Type", "text/plain")], "body": body}
-    return server_loop.run(routes._answer(handler, message))
+    return server_loop.run(routes.answer(handler, message))
 
 
 def test_a_handler_runs_on_the_server_loops_own_thread():
@@ -403,6 +403,75 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
     added = list(table)[2:]
     assert (added[0].method, added[0].path) == ("POST", "/taken")
     assert added[1].prefix == "/static_new" and added[1].kwargs == {"show_index": True}
+
+
+def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
+        tmp_path, monkeypatch):
+    """The host's side (pack_routes._exchange) and the worker's (route_channel) over a real
+    abstract unix socket on the server loop: a request answered with its body, a handler's
+    exception as its type and message, a handler cancelled when the host hangs up, and
+    connections of hostile bytes dropped while the channel serves on."""
+    import asyncio
+    import json
+    import socket
+    import struct
+
+    from isohost_comfy_worker import packs, route_channel, server_loop
+
+    pack = tmp_path / "isohost_channel_pack"
+    pack.mkdir()
+    write(pack / "__init__.py", "\n".join([
+        "import asyncio, threading",
+        "from aiohttp import web",
+        "from isohost_comfy_worker.routes import RouteTable",
+        "table = RouteTable()",
+        "cancelled = threading.Event()",
+        "@table.post('/channel/{name}')",
+        "async def named(request):",
+        "    return web.Response(text=request.match_info['name'] + ':' + await request.text())",
+        "@table.get('/channel/fails')",
+        "async def fails(request): raise KeyError('nope')",
+        "@table.get('/channel/slow')",
+        "async def slow(request):",
+        "    try:",
+        "        await asyncio.sleep(60)",
+        "    except asyncio.CancelledError:",
+        "        cancelled.set()",
+        "        raise",
+        "NODE_CLASS_MAPPINGS = {}", ""]))
+    module = packs.load(str(pack))
+    address = "\0isohost-routes-test-%d" % id(pack)
+    server_loop.run(asyncio.start_unix_server(route_channel._serve_connection, path=address))
+    monkeypatch.setitem(sys.modules, "server", types.ModuleType("server"))
+    pack_routes = _adapter_module("pack_routes")
+
+    def exchange(method, route, path, body=b"", timeout=None):
+        message = {"pack": str(pack), "method": method, "route": route, "path": path,
+                   "match_info": {"name": "caf\u00e9"}, "headers": []}
+        coroutine = pack_routes._exchange(address, message, body, "env")
+        return asyncio.run(asyncio.wait_for(coroutine, timeout))
+
+    def hostile(data):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(address)
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(60)
+            return s.recv(1)
+
+    answer, payload = exchange("POST", "/channel/{name}", "/channel/caf%C3%A9", b"body")
+    assert (answer["status"], payload) == (200, "caf\u00e9:body".encode())
+    answer, payload = exchange("GET", "/channel/fails", "/channel/fails")
+    assert answer["error"]["type"] == "KeyError" and answer["error"]["message"] == "'nope'"
+    with pytest.raises(asyncio.TimeoutError):
+        exchange("GET", "/channel/slow", "/channel/slow", timeout=0.5)
+    assert module.cancelled.wait(60)  # the host hung up: the handler was cancelled
+    header = json.dumps({"pack": "x"}).encode()
+    for data in (struct.pack(">I", 1 << 30), struct.pack(">I", 3) + b"{no",
+                 struct.pack(">I", len(header)) + header, b"\x00\x01"):
+        assert hostile(data) == b""  # closed without an answer
+    answer, payload = exchange("POST", "/channel/{name}", "/channel/x", b"again")
+    assert payload == "caf\u00e9:again".encode()
 
 
 def test_a_binary_server_message_travels_as_json_or_is_refused_by_name():

@@ -54,8 +54,7 @@ async def slow(request):
 async def stuck(request):
     import time
 
-    for _ in range(6000):  # 30 s of blocking calls; only ever asked of an isolated pack
-        time.sleep(0.005)
+    time.sleep(float(request.query["seconds"]))  # blocks the server loop; asked of a worker's
     return web.Response(text="late")
 
 
@@ -141,9 +140,39 @@ class ScaleImage(io.ComfyNode):
         return io.NodeOutput((image * factor).clamp(0.0, 1.0), pid, ui=ui.PreviewText(text))
 
 
+class Hold(io.ComfyNode):
+    """Says "isohost_test.holding" with its pid, then holds its thread until the file `until`
+    exists (at most 60 s)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="HoldIsohostSchema",
+            display_name="Hold (isohost schema test)",
+            category="isohost_test",
+            inputs=[io.String.Input("until")],
+            outputs=[io.String.Output(display_name="pid")],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, until):
+        return float("nan")
+
+    @classmethod
+    def execute(cls, until) -> io.NodeOutput:
+        import time
+
+        PromptServer.instance.send_sync("isohost_test.holding", {"pid": os.getpid()})
+        deadline = time.monotonic() + 60
+        while not os.path.exists(until) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return io.NodeOutput(str(os.getpid()))
+
+
 class SchemaExtension(ComfyExtension):
     async def get_node_list(self):
-        return [ScaleImage]
+        return [ScaleImage, Hold]
 
 
 async def comfy_entrypoint():
