@@ -6,8 +6,8 @@ nodes run on another; packs schedule work on it (`loop.create_task` at import, w
 the server starts; `asyncio.run_coroutine_threadsafe` from a node) and their route handlers run
 on it. In a worker, nodes run on the main thread, so that loop runs on a thread of its own, made
 when a pack first asks for it or a route is served, and started once no pack is being imported:
-a task a pack creates at import runs after the import, as in process. A route's handler runs on
-it (run()), beside the tasks the pack started there.
+a task a pack creates at import runs after the import, as in process. The pack's route handlers
+run on it too (route_channel.py), beside the tasks the pack started there.
 """
 
 import asyncio
@@ -47,10 +47,11 @@ def _run(server_loop):
 
 
 def run(coroutine):
-    """The result of `coroutine`, run on the server loop, for a caller on another thread. An
-    interrupt raised in the caller's thread while it waits cancels the coroutine's task and
-    waits for it to end before it goes on up: a handler that awaits stops at once, one stuck in
-    blocking code keeps the call in flight until the host kills the worker at its grace."""
+    """The result of `coroutine`, run on the server loop, for a caller on another thread (a
+    call's). An interrupt raised in the caller's thread while it waits cancels the coroutine's
+    task and waits for it to end before it goes on up: a coroutine that awaits stops at once,
+    one stuck in blocking code keeps the call in flight until the host kills the worker at its
+    grace."""
     server_loop = loop()
     start()
     finished = threading.Event()
