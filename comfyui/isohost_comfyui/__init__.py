@@ -73,6 +73,8 @@ def _load_pack(runner, routes, cache, env, pack_dir, env_config):
     if web and os.path.isdir(web):
         nodes.EXTENSION_WEB_DIRS[os.path.basename(pack_dir)] = web
     routes.register(env, runner.worker_settings[env], pack_dir, description.get("routes") or [])
+    if description.get("on_prompt_handlers"):
+        routes.register_on_prompt(env, runner.worker_settings[env], pack_dir)
     return len(description["nodes"])
 
 

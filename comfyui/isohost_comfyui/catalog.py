@@ -14,7 +14,7 @@ import json
 import logging
 import os
 
-FORMAT = 5
+FORMAT = 6
 
 
 def fingerprint(pack_dir, env_config):

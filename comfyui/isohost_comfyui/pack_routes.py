@@ -6,11 +6,13 @@ proxy here, under its method and path in ComfyUI's route table (so ComfyUI also 
 channel of the pack's worker (isohost_comfy_worker/route_channel.py), which answers it on its
 server loop while its nodes run, as ComfyUI answers a pack's routes in process; ComfyUI's event
 loop is not held meanwhile. The first request for a pack opens the channel with a call. A static
-directory is served here directly, as in process."""
+directory is served here directly, as in process. A pack's on-prompt handlers are called through
+the same channel, from one proxy ComfyUI calls for each prompt."""
 
 import asyncio
 import json
 import logging
+import socket
 import struct
 
 from aiohttp import web
@@ -20,6 +22,10 @@ import server
 
 _OPEN = "isohost_comfy_worker.route_channel:open_channel"
 _LENGTH = struct.Struct(">I")
+# How long ComfyUI's event loop may wait for a pack's on-prompt handlers (its channel opened
+# first, if need be) before the prompt goes on without them, logged: ComfyUI calls them inside
+# POST /prompt, where nothing else is served meanwhile.
+ON_PROMPT_TIMEOUT = 10.0
 _log = logging.getLogger("isohost")
 
 
@@ -94,6 +100,52 @@ class PackRoutes:
         handler.__name__ = "isohost_route"
         return handler
 
+    def register_on_prompt(self, env, worker_settings, pack_dir):
+        """Has ComfyUI call the on-prompt handlers of the pack at `pack_dir`, in its worker,
+        for each prompt, in the place among ComfyUI's handlers that the pack's import order
+        gives it."""
+        server.PromptServer.instance.add_on_prompt_handler(
+            self._on_prompt_proxy(env, worker_settings, pack_dir))
+
+    def _on_prompt_proxy(self, env, worker_settings, pack_dir):
+        def on_prompt(json_data):
+            try:
+                answer, payload = self._on_prompt_exchange(
+                    env, worker_settings, pack_dir, json.dumps(json_data).encode())
+                if "error" in answer:
+                    raise ValueError("%s: %s" % (answer["error"].get("type"),
+                                                 answer["error"].get("message")))
+                result = json.loads(payload)
+            except (OSError, ValueError, TimeoutError, isohost.Error, _WorkerEnded) as e:
+                _log.error("isohost: the prompt goes on without the on-prompt handlers of %s: "
+                           "%s", pack_dir, e)
+                return json_data
+            for failure in answer.get("failures", []):
+                _log.warning("isohost: an on-prompt handler of %s failed in its worker:\n%s",
+                             pack_dir, failure)
+            return result
+        on_prompt.__name__ = "isohost_on_prompt"
+        return on_prompt
+
+    def _on_prompt_exchange(self, env, worker_settings, pack_dir, body):
+        key = (env, pack_dir)
+        message = {"kind": "on_prompt", "pack": pack_dir}
+        address = self._channels.get(key)
+        if address is not None:
+            try:
+                return _exchange_blocking(address, message, body, env)
+            except ConnectionRefusedError:
+                pass  # that worker has ended: open the channel of the next
+        self._channels.pop(key, None)
+        call = self.host.start(env, _OPEN, pack_dir, worker_settings)
+        try:
+            address = call.result(timeout=ON_PROMPT_TIMEOUT)
+        except TimeoutError:
+            call.interrupt(self.grace)
+            raise
+        self._channels[key] = address
+        return _exchange_blocking(address, message, body, env)
+
     async def _forward(self, env, worker_settings, pack_dir, message, body):
         key = (env, pack_dir)
         address = self._channels.get(key)
@@ -118,20 +170,51 @@ async def _exchange(address, message, body, env):
     the connection, which cancels the handler there."""
     reader, writer = await asyncio.open_unix_connection(address)
     try:
-        header = json.dumps(dict(message, body_length=len(body))).encode()
         try:
-            writer.write(_LENGTH.pack(len(header)) + header)
+            writer.write(_framed(message, body))
             writer.write(body)
             await writer.drain()
             (size,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
             answer = json.loads(await reader.readexactly(size))
             payload = await reader.readexactly(answer.get("body_length", 0))
         except (asyncio.IncompleteReadError, ConnectionError) as e:
-            raise _WorkerEnded("the worker of environment '%s' ended before it answered this "
-                               "route (%s); the next request gets a fresh one" % (env, e)) from None
+            raise _ended(env, e) from None
         return answer, payload
     finally:
         writer.close()
+
+
+def _exchange_blocking(address, message, body, env):
+    """_exchange() for a caller on ComfyUI's loop that cannot await, within ON_PROMPT_TIMEOUT
+    (socket.timeout, an OSError, past it)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(ON_PROMPT_TIMEOUT)
+        connection.connect(address)
+        try:
+            connection.sendall(_framed(message, body) + body)
+            with connection.makefile("rb") as answers:
+                (size,) = _LENGTH.unpack(_read_exactly(answers, _LENGTH.size))
+                answer = json.loads(_read_exactly(answers, size))
+                return answer, _read_exactly(answers, answer.get("body_length", 0))
+        except (EOFError, ConnectionError) as e:
+            raise _ended(env, e) from None
+
+
+def _framed(message, body):
+    header = json.dumps(dict(message, body_length=len(body))).encode()
+    return _LENGTH.pack(len(header)) + header
+
+
+def _read_exactly(stream, size):
+    data = stream.read(size)
+    if len(data) != size:
+        raise EOFError("%d of %d bytes" % (len(data), size))
+    return data
+
+
+def _ended(env, cause):
+    return _WorkerEnded("the worker of environment '%s' ended before it answered (%s); the next "
+                        "request gets a fresh one" % (env, cause))
 
 
 def _key(route):

@@ -123,7 +123,9 @@ class _PromptServer:
                             {"text": text, "node_id": node_id, "sid": sid})
 
     def add_on_prompt_handler(self, handler):
-        logging.warning("isohost: an on-prompt handler of an isolated pack is not called")
+        from isohost_comfy_worker import routes
+
+        routes.record_on_prompt(handler)
 
 
 def _install_server():

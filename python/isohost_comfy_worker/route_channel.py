@@ -12,6 +12,11 @@ after goes there directly, one per connection, while the main thread runs nodes:
     answer:  4-byte length, JSON {"status", "reason", "headers", "body_length"} (or "file" for
              a FileResponse, or {"error": {"type", "message", "traceback"}}), then the body
 
+The pack's on-prompt handlers are called the same way: a request {"kind": "on_prompt", "pack",
+"body_length"} whose body is the prompt's JSON, answered {"failures": [traceback, ...],
+"body_length"} and the JSON they made of it (a handler that raises is skipped, as ComfyUI skips
+it).
+
 The host closing its end before the answer (its route timeout) cancels the handler. An abstract
 socket leaves no file behind, even after a kill -9; any process of this machine's network
 namespace may connect to it, as it may to ComfyUI's own port, which serves the same routes.
@@ -86,8 +91,10 @@ async def _read_request(reader):
     length = request.get("body_length")
     if type(length) is not int or not 0 <= length <= MAX_BODY:
         raise ValueError("a request body of %r bytes (at most %d)" % (length, MAX_BODY))
-    for key, kind in (("pack", str), ("method", str), ("route", str), ("path", str),
-                      ("match_info", dict), ("headers", list)):
+    keys = (("pack", str),) if request.get("kind") == "on_prompt" else (
+        ("pack", str), ("method", str), ("route", str), ("path", str), ("match_info", dict),
+        ("headers", list))
+    for key, kind in keys:
         if not isinstance(request.get(key), kind):
             raise ValueError("a request needs %r as a %s" % (key, kind.__name__))
     return request, await reader.readexactly(length)
@@ -95,6 +102,8 @@ async def _read_request(reader):
 
 async def _answer(request, body):
     """(header, body) of the pack's answer, or of the error its handler raised."""
+    if request.get("kind") == "on_prompt":
+        return _on_prompt(request["pack"], body)
     try:
         handler = routes.find_handler(request["pack"], request["method"], request["route"])
         answer = await routes.answer(handler, dict(request, body=body))
@@ -105,3 +114,25 @@ async def _answer(request, body):
     payload = answer.pop("body", b"")
     answer["body_length"] = len(payload)
     return json.dumps(answer).encode(), payload
+
+
+def _on_prompt(pack_dir, body):
+    """The pack's on-prompt handlers run in turn on the prompt, on this loop as ComfyUI runs them
+    on its own."""
+    failures = []
+    try:
+        data = json.loads(body)
+    except ValueError as e:
+        return json.dumps({"error": {"type": "ValueError", "message": str(e),
+                                     "traceback": ""}}).encode(), b""
+    for handler in routes.on_prompt_handlers(pack_dir):
+        try:
+            data = handler(data)
+        except Exception:
+            failures.append(traceback.format_exc())
+    try:
+        payload = json.dumps(data).encode()
+    except (TypeError, ValueError) as e:
+        return json.dumps({"error": {"type": type(e).__name__, "message": str(e),
+                                     "traceback": ""}}).encode(), b""
+    return json.dumps({"failures": failures, "body_length": len(payload)}).encode(), payload

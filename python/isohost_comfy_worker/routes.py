@@ -19,6 +19,8 @@ from isohost_comfy_worker import packs
 # What packs registered, in order: (pack directory or None, method, path, handler, kwargs).
 # "*" is any method (a class-based view); "STATIC" a directory, whose handler is its path.
 _table = []
+# The on-prompt handlers packs added: (pack directory or None, handler).
+_on_prompt = []
 # Headers aiohttp sets itself from the body it sends.
 _FRAMING = ("content-length", "transfer-encoding")
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
@@ -57,6 +59,22 @@ class RouteTable:
 
     def static(self, prefix, path, **kwargs):
         _record("STATIC", prefix, os.path.abspath(str(path)), kwargs)
+
+
+def record_on_prompt(handler):
+    """`PromptServer.instance.add_on_prompt_handler` in a worker: kept with the pack being
+    imported; the host's ComfyUI calls it through the route channel for each prompt."""
+    pack = packs.importing()
+    if pack is None:
+        logging.warning("isohost: an on-prompt handler was added outside an isolated pack's "
+                        "import: the host's ComfyUI does not call it")
+    _on_prompt.append((pack, handler))
+
+
+def on_prompt_handlers(pack_dir):
+    """The on-prompt handlers the pack at `pack_dir` added, in order."""
+    pack_dir = os.path.abspath(pack_dir)
+    return [handler for pack, handler in _on_prompt if pack == pack_dir]
 
 
 def _record(method, path, handler, kwargs):

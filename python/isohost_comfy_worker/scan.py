@@ -23,8 +23,9 @@ def describe_json(pack_dir, settings):
 
 
 def describe(pack_dir, settings):
-    """{"module", "web_directory", "display_names", "nodes": {name: description}, "routes"} of
-    the pack at `pack_dir`, imported here as ComfyUI would import it."""
+    """{"module", "web_directory", "display_names", "nodes": {name: description}, "routes",
+    "on_prompt_handlers": how many} of the pack at `pack_dir`, imported here as ComfyUI would
+    import it."""
     comfy_env.prepare(settings)
     module = packs.load(pack_dir)
     classes = packs.node_classes(pack_dir)
@@ -41,6 +42,7 @@ def describe(pack_dir, settings):
         "display_names": display_names,
         "nodes": nodes,
         "routes": routes.listed(pack_dir),
+        "on_prompt_handlers": len(routes.on_prompt_handlers(pack_dir)),
     }
 
 

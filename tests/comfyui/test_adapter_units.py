@@ -409,8 +409,8 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
         tmp_path, monkeypatch):
     """The host's side (pack_routes._exchange) and the worker's (route_channel) over a real
     abstract unix socket on the server loop: a request answered with its body, a handler's
-    exception as its type and message, a handler cancelled when the host hangs up, and
-    connections of hostile bytes dropped while the channel serves on."""
+    exception as its type and message, a handler cancelled when the host hangs up, connections
+    of hostile bytes dropped while the channel serves on, and the on-prompt handlers."""
     import asyncio
     import json
     import socket
@@ -438,6 +438,10 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
         "    except asyncio.CancelledError:",
         "        cancelled.set()",
         "        raise",
+        "from isohost_comfy_worker.routes import record_on_prompt",
+        "record_on_prompt(lambda data: dict(data, seen=True))",
+        "def refuses(data): raise ValueError('this handler refuses')",
+        "record_on_prompt(refuses)",
         "NODE_CLASS_MAPPINGS = {}", ""]))
     module = packs.load(str(pack))
     address = "\0isohost-routes-test-%d" % id(pack)
@@ -472,6 +476,14 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
         assert hostile(data) == b""  # closed without an answer
     answer, payload = exchange("POST", "/channel/{name}", "/channel/x", b"again")
     assert payload == "caf\u00e9:again".encode()
+    # The on-prompt handlers, for a caller that cannot await: one rewrites, one that raises is
+    # skipped and its traceback comes back.
+    on_prompt = {"kind": "on_prompt", "pack": str(pack)}
+    answer, payload = pack_routes._exchange_blocking(address, on_prompt, b'{"prompt": {}}', "env")
+    assert json.loads(payload) == {"prompt": {}, "seen": True}
+    assert len(answer["failures"]) == 1 and "this handler refuses" in answer["failures"][0]
+    answer, _ = pack_routes._exchange_blocking(address, on_prompt, b"{not json", "env")
+    assert answer["error"]["type"] == "ValueError"
 
 
 def test_a_binary_server_message_travels_as_json_or_is_refused_by_name():

@@ -165,7 +165,7 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     # Its worker killed mid-request: a 503 that says so; the next request gets a fresh worker.
     # (In process this would kill ComfyUI.)
     status, _, body = http(isolated, "POST", "/isohost_test/crash", b"")
-    assert status == 503 and b"ended before it answered this route" in body, (status, body)
+    assert status == 503 and b"ended before it answered" in body, (status, body)
     isolated.wait_for_log("killed by SIGKILL")
     status, _, body = http(isolated, "GET", echo)
     assert status == 200 and json.loads(body)["pid"] not in (worker, isolated.process.pid)
@@ -194,6 +194,19 @@ def test_a_packs_route_answers_while_its_worker_runs_a_node_as_in_process(
         assert status == 200 and json.loads(body)["pid"] == holder, (name, body)
         assert message["type"] == "execution_success", (name, message)
         assert (holder == server.process.pid) == (server is in_process)
+
+
+def test_a_packs_on_prompt_handlers_rewrite_the_prompt_as_in_process(isolated, in_process):
+    """The class-based pack's on-prompt handlers run for every prompt, isolated in its worker:
+    one rewrites a tag another pack's node then reports; one that raises is logged and the
+    prompt goes on, as in process."""
+    for server in (isolated, in_process):
+        tag = report(server, tag="isohost-on-prompt")["tag"]
+        assert tag.startswith("rewritten by "), tag
+        assert (tag == "rewritten by %d" % server.process.pid) == (server is in_process), tag
+        assert report(server, tag="isohost-on-prompt-fails")["tag"] == "isohost-on-prompt-fails"
+    isolated.wait_for_log("an on-prompt handler of", "failed in its worker")
+    isolated.wait_for_log("this on-prompt handler fails on purpose")
 
 
 def test_a_packs_server_loop_runs_its_tasks_and_handlers_as_in_process(isolated, in_process):

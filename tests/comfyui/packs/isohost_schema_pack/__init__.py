@@ -107,6 +107,28 @@ async def crash(request):
 routes.static("/isohost_test/static", HERE)
 
 
+def _rewrite_tags(json_data):
+    """An on-prompt handler, as packs add them to rewrite a prompt before ComfyUI checks it:
+    every input "tag" that says "isohost-on-prompt" says which process rewrote it."""
+    for node in json_data.get("prompt", {}).values():
+        inputs = node.get("inputs", {})
+        if inputs.get("tag") == "isohost-on-prompt":
+            inputs["tag"] = "rewritten by %d" % os.getpid()
+    return json_data
+
+
+def _fail_on_marker(json_data):
+    """One that fails for a prompt holding the tag "isohost-on-prompt-fails"."""
+    for node in json_data.get("prompt", {}).values():
+        if node.get("inputs", {}).get("tag") == "isohost-on-prompt-fails":
+            raise RuntimeError("this on-prompt handler fails on purpose")
+    return json_data
+
+
+PromptServer.instance.add_on_prompt_handler(_rewrite_tags)
+PromptServer.instance.add_on_prompt_handler(_fail_on_marker)
+
+
 class ScaleImage(io.ComfyNode):
     """IMAGE and FLOAT in, IMAGE and STRING out; its UI output says which process ran it and
     which node id it was given as a hidden input."""
