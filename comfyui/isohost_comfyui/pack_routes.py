@@ -34,16 +34,15 @@ class _WorkerEnded(Exception):
 
 
 class PackRoutes:
-    """The proxies of every isolated pack's routes. A request that has no answer within
-    `timeout` seconds is answered 504 and its handler cancelled in the worker (a channel still
-    to open is interrupted as a node is, its worker killed if it has not stopped `grace`
-    seconds later)."""
+    """The proxies of every isolated pack's routes and on-prompt handlers. A request that has
+    no answer within `timeout` seconds is answered 504 and its handler cancelled in the
+    worker."""
 
-    def __init__(self, host, timeout, grace):
+    def __init__(self, host, timeout):
         self.host = host
         self.timeout = timeout
-        self.grace = grace
         self._channels = {}  # (env, pack directory): the address its worker listens on
+        self._opening = {}  # (env, pack directory): the call opening it for on-prompt handlers
 
     def register(self, env, worker_settings, pack_dir, routes):
         """Adds the `routes` of the pack at `pack_dir` (its scan's "routes") to ComfyUI's table;
@@ -137,12 +136,18 @@ class PackRoutes:
             except ConnectionRefusedError:
                 pass  # that worker has ended: open the channel of the next
         self._channels.pop(key, None)
-        call = self.host.start(env, _OPEN, pack_dir, worker_settings)
+        # A slow start (a pack importing torch) outlasts one prompt's wait: the call runs on and
+        # the next prompt waits for the same one.
+        call = self._opening.get(key) or self.host.start(env, _OPEN, pack_dir, worker_settings)
+        self._opening[key] = call
         try:
             address = call.result(timeout=ON_PROMPT_TIMEOUT)
         except TimeoutError:
-            call.interrupt(self.grace)
+            raise  # still opening
+        except BaseException:
+            del self._opening[key]  # failed: the next prompt tries again
             raise
+        del self._opening[key]
         self._channels[key] = address
         return _exchange_blocking(address, message, body, env)
 
@@ -155,12 +160,9 @@ class PackRoutes:
             except (ConnectionRefusedError, FileNotFoundError):
                 pass  # that worker has ended: open the channel of the next
         self._channels.pop(key, None)
-        call = self.host.start(env, _OPEN, pack_dir, worker_settings)
-        try:
-            address = await call.result_async()
-        except asyncio.CancelledError:  # the route timeout, or ComfyUI's request gone
-            call.interrupt(self.grace)
-            raise
+        # Cancelled (the route timeout, ComfyUI's request gone), the call runs on: opening is
+        # harmless, and the next request opens again at once.
+        address = await self.host.start(env, _OPEN, pack_dir, worker_settings).result_async()
         self._channels[key] = address
         return await _exchange(address, message, body, env)
 

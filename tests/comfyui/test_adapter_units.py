@@ -398,7 +398,7 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
               {"method": "STATIC", "path": "/static_new", "directory": "/x",
                "options": {"show_index": True}}]
     with caplog.at_level("WARNING", logger="isohost"):
-        assert pack_routes.PackRoutes(None, 1.0, 1.0).register("env", {}, "/pack", listed) == 2
+        assert pack_routes.PackRoutes(None, 1.0).register("env", {}, "/pack", listed) == 2
     assert caplog.text.count("is not served: that route is already taken") == 3
     added = list(table)[2:]
     assert (added[0].method, added[0].path) == ("POST", "/taken")
