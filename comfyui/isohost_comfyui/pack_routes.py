@@ -70,7 +70,7 @@ class PackRoutes:
         async def handler(request):
             message = {"pack": pack_dir, "method": request.method, "route": route_path,
                        "path": request.path_qs, "match_info": dict(request.match_info),
-                       "headers": list(request.headers.items())}
+                       "headers": list(request.headers.items()), "remote": request.remote}
             body = await request.read()
             where = "%s %s of %s" % (request.method, request.path, pack_dir)
             try:

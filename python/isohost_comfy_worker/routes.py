@@ -146,10 +146,53 @@ def find_handler(pack_dir, method, path):
     raise LookupError("the pack %s has no route %s %s in this worker" % (pack_dir, method, path))
 
 
+class _Transport:
+    """The connection a rebuilt request reports: the host's client's address."""
+
+    def __init__(self, peername):
+        self._extra = {"peername": peername, "sockname": ("127.0.0.1", 0)}
+
+    def get_extra_info(self, name, default=None):
+        return self._extra.get(name, default)
+
+    def is_closing(self):
+        return False
+
+
+class _Writer:
+    """Nothing is written here: the host writes the response."""
+
+    def __init__(self, transport):
+        self.transport = transport
+
+    async def write_headers(self, *args, **kwargs):
+        pass
+
+    async def write(self, *args, **kwargs):
+        pass
+
+    async def write_eof(self, *args, **kwargs):
+        pass
+
+    async def drain(self):
+        pass
+
+
 class _Protocol:
-    """What aiohttp's StreamReader asks of its connection: the body is all here already."""
+    """The connection a rebuilt request has, as aiohttp's request and StreamReader read it (the
+    body is all here already). make_mocked_request makes one of unittest.mock objects by default,
+    which took 0.9 ms of each request."""
 
     _reading_paused = False
+    max_field_size = max_line_length = 8190
+    max_headers = 128
+    ssl_context = None
+
+    def __init__(self, remote):
+        self.peername = (remote, 0) if remote else None
+        self.sockname = ("127.0.0.1", 0)
+        self.transport = _Transport(self.peername)
+        self.writer = _Writer(self.transport)
 
     def pause_reading(self, *args, **kwargs):
         pass
@@ -158,19 +201,32 @@ class _Protocol:
         pass
 
 
+_application = None
+
+
+def _app(web):
+    # One Application stands for ComfyUI's (request.app) for the worker's life.
+    global _application
+    if _application is None:
+        _application = web.Application()
+    return _application
+
+
 async def answer(handler, message):
     """What `handler` answers to `message` (the host's request: "method", "path" with its
-    query, "match_info", "headers" as pairs, "body"), as _plain() describes it."""
+    query, "match_info", "headers" as pairs, "body", "remote"), as _plain() describes it."""
     from aiohttp import streams, test_utils, web
     from multidict import CIMultiDict
 
     body = message["body"]
-    payload = streams.StreamReader(_Protocol(), 2 ** 16, loop=asyncio.get_running_loop())
+    protocol = _Protocol(message.get("remote"))
+    payload = streams.StreamReader(protocol, 2 ** 16, loop=asyncio.get_running_loop())
     payload.feed_data(body)
     payload.feed_eof()
     request = test_utils.make_mocked_request(
         message["method"], message["path"], headers=CIMultiDict(message["headers"]),
-        match_info=message["match_info"], payload=payload, client_max_size=len(body) + 1)
+        match_info=message["match_info"], payload=payload, client_max_size=len(body) + 1,
+        app=_app(web), writer=protocol.writer, protocol=protocol, transport=protocol.transport)
     try:
         response = handler(request)
         if inspect.isawaitable(response):  # a coroutine, or a class-based view; aiohttp 3

@@ -136,7 +136,8 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
         assert theirs[key].pop("pid") == in_process.process.pid
         assert mine[key] == theirs[key], key
     assert mine["echo"] == {"name": "caf\u00e9", "query": {"size": "3", "tag": "x"},
-                            "header": "yes", "path": "/isohost_test/echo/caf\u00e9"}
+                            "header": "yes", "path": "/isohost_test/echo/caf\u00e9",
+                            "remote": "127.0.0.1"}
     assert mine["sum"] == theirs["sum"]
     assert mine["sum"][:3] == (200, b"42", "3") and "isohost_test=summed" in mine["sum"][3]
     assert mine["missing"] == theirs["missing"] == (404, b"nothing here")

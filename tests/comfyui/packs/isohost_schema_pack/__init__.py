@@ -18,7 +18,8 @@ routes = PromptServer.instance.routes
 async def echo(request):
     return web.json_response({"name": request.match_info["name"], "query": dict(request.query),
                               "header": request.headers.get("X-Isohost-Test"),
-                              "path": request.path, "pid": os.getpid()})
+                              "path": request.path, "remote": request.remote,
+                              "pid": os.getpid()})
 
 
 @routes.post("/isohost_test/sum")
