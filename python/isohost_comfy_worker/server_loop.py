@@ -5,7 +5,8 @@ In process, ComfyUI's aiohttp server runs one event loop for its life, on the ma
 nodes run on another; packs schedule work on it (`loop.create_task` at import, which runs once
 the server starts; `asyncio.run_coroutine_threadsafe` from a node) and their route handlers run
 on it. In a worker, nodes run on the main thread, so that loop runs on a thread of its own, made
-when a pack first asks for it or a route is served, and started once no pack is being imported:
+when a pack first asks for it or the route channel opens, and started once no pack is being
+imported:
 a task a pack creates at import runs after the import, as in process. The pack's route handlers
 run on it too (route_channel.py), beside the tasks the pack started there.
 """

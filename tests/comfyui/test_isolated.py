@@ -107,7 +107,7 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     """The class-based pack adds routes to ComfyUI's server; isolated, its handlers run in its
     worker (another pid) and answer as in process: path variables, query, headers, a JSON body,
     cookies, a raised HTTPNotFound, HEAD of a GET route, a file, a static directory, and each
-    under /api too. A handler that hangs is interrupted at route_timeout_seconds."""
+    under /api too. A handler that hangs is cancelled at route_timeout_seconds."""
     import json
 
     echo = "/isohost_test/echo/caf%C3%A9?size=3&size=4&tag=x"

@@ -55,7 +55,7 @@ async def slow(request):
 async def stuck(request):
     import time
 
-    time.sleep(float(request.query["seconds"]))  # blocks the server loop; asked of a worker's
+    time.sleep(float(request.query["seconds"]))  # blocks its server loop; asked of a worker only
     return web.Response(text="late")
 
 
