@@ -259,12 +259,17 @@ def _adapter_module_in_package(name):
 
 # --- an isolated pack's HTTP routes (isohost_comfy_worker.routes, pack_routes.py) ----------
 
+def _pack(directory, lines):
+    """A pack at `directory` whose __init__.py is `lines`."""
+    directory.mkdir()
+    write(directory / "__init__.py", "\n".join(lines) + "\n")
+    return directory
+
+
 def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
     from isohost_comfy_worker import packs, routes
 
-    pack = tmp_path / "isohost_routes_pack"
-    pack.mkdir()
-    write(pack / "__init__.py", "\n".join([
+    pack = _pack(tmp_path / "isohost_routes_pack", [
         "from isohost_comfy_worker.routes import RouteTable",
         "table = RouteTable()",
         "@table.get('/routes_pack/{name}')",
@@ -277,7 +282,7 @@ def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
         "app = App(table)",
         "app.router.add_post('/routes_pack/post', named)",
         "app.add_routes([web.put('/routes_pack/put', named), web.static('/routes_pack/s', '/s')])",
-        "NODE_CLASS_MAPPINGS = {}", ""]))
+        "NODE_CLASS_MAPPINGS = {}"])
     routes.RouteTable().post("/outside/any/pack")(lambda request: None)
     packs.load(str(pack))
     assert routes.listed(str(pack)) == [
@@ -418,9 +423,7 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
 
     from isohost_comfy_worker import packs, route_channel, server_loop
 
-    pack = tmp_path / "isohost_channel_pack"
-    pack.mkdir()
-    write(pack / "__init__.py", "\n".join([
+    pack = _pack(tmp_path / "isohost_channel_pack", [
         "import asyncio, threading",
         "from aiohttp import web",
         "from isohost_comfy_worker.routes import RouteTable",
@@ -442,7 +445,7 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
         "record_on_prompt(lambda data: dict(data, seen=True))",
         "def refuses(data): raise ValueError('this handler refuses')",
         "record_on_prompt(refuses)",
-        "NODE_CLASS_MAPPINGS = {}", ""]))
+        "NODE_CLASS_MAPPINGS = {}"])
     module = packs.load(str(pack))
     address = "\0isohost-routes-test-%d" % id(pack)
     server_loop.run(asyncio.start_unix_server(route_channel._serve_connection, path=address))
