@@ -1,9 +1,12 @@
 """Real ComfyUI servers for the tests: ComfyUI and the post-processing pack unpacked once per
 session; servers started per module, each with its own base directory."""
 
+import contextlib
 import os
 import shutil
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,31 @@ if not (BUILD_PYTHON / "isohost").is_dir():
 for python in (COMFY_PYTHON, PACK_PYTHON):
     if not shutil.which(python):
         raise RuntimeError("%s is missing: run scripts/setup --comfyui" % python)
+
+
+@contextlib.contextmanager
+def holding_a_node(server):
+    """Runs the schema pack's HoldIsohostSchema on `server` and yields {"pid": the process
+    running it} while the node holds its thread; lets it go on leaving, and adds "outcome", the
+    type of the prompt's last event."""
+    name = "isohost-hold-%d-%d" % (os.getpid(), time.monotonic_ns())
+    held = {}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen(1)
+        listener.settimeout(60)
+        prompt_id = server.queue({"1": {"class_type": "HoldIsohostSchema",
+                                        "inputs": {"socket": name}}})
+        connection, _ = listener.accept()
+        with connection:
+            connection.settimeout(60)
+            with connection.makefile("rb") as said:
+                held["pid"] = int(said.read())  # until the node's end of the handshake
+            yield held
+    _, message = server.wait_for_event(
+        prompt_id, ("execution_success", "execution_error", "execution_interrupted"), 60)
+    server.finish(prompt_id)
+    held["outcome"] = message["type"]
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from comfy_server import ADAPTER
-from conftest import COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, start_server
+from conftest import COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, holding_a_node, start_server
 
 NODES = TEST_PACKS / "isohost_test_nodes"
 SCHEMA = TEST_PACKS / "isohost_schema_pack"
@@ -172,29 +172,17 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert status == 200 and json.loads(body)["pid"] not in (worker, isolated.process.pid)
 
 
-def test_a_packs_route_answers_while_its_worker_runs_a_node_as_in_process(
-        isolated, in_process, tmp_path):
-    """HoldIsohostSchema holds its thread until a file exists; meanwhile a request to a route
-    of the same pack is answered by the same process, as ComfyUI answers one in process."""
+def test_a_packs_route_answers_while_its_worker_runs_a_node_as_in_process(isolated, in_process):
+    """HoldIsohostSchema holds its thread until the test lets it go; meanwhile a request to a
+    route of the same pack is answered by the same process, as ComfyUI answers one in process."""
     import json
 
     for name, server in (("isolated", isolated), ("in_process", in_process)):
-        release = tmp_path / name
-        mark = len(server.messages)
-        prompt_id = server.queue({"1": {"class_type": "HoldIsohostSchema",
-                                        "inputs": {"until": str(release)}}})
-        server._wait_for(lambda: any(m.get("type") == "isohost_test.holding"
-                                     for _, m in server.messages[mark:]), 60, "the node")
-        holder = next(m["data"]["pid"] for _, m in server.messages[mark:]
-                      if m.get("type") == "isohost_test.holding")
-        status, _, body = http(server, "GET", "/isohost_test/echo/x")
-        release.touch()
-        _, message = server.wait_for_event(
-            prompt_id, ("execution_success", "execution_error", "execution_interrupted"), 60)
-        server.finish(prompt_id)
-        assert status == 200 and json.loads(body)["pid"] == holder, (name, body)
-        assert message["type"] == "execution_success", (name, message)
-        assert (holder == server.process.pid) == (server is in_process)
+        with holding_a_node(server) as held:
+            status, _, body = http(server, "GET", "/isohost_test/echo/x")
+        assert status == 200 and json.loads(body)["pid"] == held["pid"], (name, body)
+        assert held["outcome"] == "execution_success", (name, held)
+        assert (held["pid"] == server.process.pid) == (server is in_process)
 
 
 def test_a_packs_on_prompt_handlers_rewrite_the_prompt_as_in_process(isolated, in_process):

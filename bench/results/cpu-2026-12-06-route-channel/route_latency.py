@@ -17,7 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "tests" / "comfyui"))
 from comfy_server import unpack  # noqa: E402
-from conftest import COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, start_server  # noqa: E402
+from conftest import (COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, holding_a_node,  # noqa: E402
+                      start_server)
 
 SCHEMA = TEST_PACKS / "isohost_schema_pack"
 NODES = TEST_PACKS / "isohost_test_nodes"
@@ -35,18 +36,9 @@ def echo_times(server, rounds=300):
     return [get(server, "/isohost_test/echo/x") for _ in range(rounds)]
 
 
-def echo_times_while_holding(server, base):
-    release = base / ("release-%d" % time.monotonic_ns())
-    mark = len(server.messages)
-    prompt_id = server.queue({"1": {"class_type": "HoldIsohostSchema",
-                                    "inputs": {"until": str(release)}}})
-    server._wait_for(lambda: any(m.get("type") == "isohost_test.holding"
-                                 for _, m in server.messages[mark:]), 60, "the node")
-    times = echo_times(server, 100)
-    release.touch()
-    server.wait_for_event(prompt_id, ("execution_success", "execution_error"), 60)
-    server.finish(prompt_id)
-    return times
+def echo_times_while_holding(server):
+    with holding_a_node(server):
+        return echo_times(server, 100)
 
 
 def prompt_times(server, rounds=40):
@@ -83,7 +75,7 @@ def main():
             for name, server in servers.items():
                 rows[name] = {"GET a route": summary(echo_times(server)),
                               "GET while a node runs": summary(
-                                  echo_times_while_holding(server, base)),
+                                  echo_times_while_holding(server)),
                               "POST /prompt": summary(prompt_times(server))}
         finally:
             for server in servers.values():

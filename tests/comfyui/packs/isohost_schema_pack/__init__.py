@@ -164,8 +164,8 @@ class ScaleImage(io.ComfyNode):
 
 
 class Hold(io.ComfyNode):
-    """Says "isohost_test.holding" with its pid, then holds its thread until the file `until`
-    exists (at most 60 s)."""
+    """Connects to the abstract unix socket `socket` the test listens on, sends its pid, and
+    holds its thread until the test closes that connection (at most 60 s)."""
 
     @classmethod
     def define_schema(cls):
@@ -173,23 +173,25 @@ class Hold(io.ComfyNode):
             node_id="HoldIsohostSchema",
             display_name="Hold (isohost schema test)",
             category="isohost_test",
-            inputs=[io.String.Input("until")],
+            inputs=[io.String.Input("socket")],
             outputs=[io.String.Output(display_name="pid")],
             is_output_node=True,
         )
 
     @classmethod
-    def fingerprint_inputs(cls, until):
+    def fingerprint_inputs(cls, socket):
         return float("nan")
 
     @classmethod
-    def execute(cls, until) -> io.NodeOutput:
-        import time
+    def execute(cls, socket) -> io.NodeOutput:
+        import socket as sockets
 
-        PromptServer.instance.send_sync("isohost_test.holding", {"pid": os.getpid()})
-        deadline = time.monotonic() + 60
-        while not os.path.exists(until) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as connection:
+            connection.settimeout(60)
+            connection.connect("\0" + socket)
+            connection.sendall(str(os.getpid()).encode())
+            connection.shutdown(sockets.SHUT_WR)
+            connection.recv(1)  # b"" once the test lets go
         return io.NodeOutput(str(os.getpid()))
 
 
