@@ -5,11 +5,14 @@ cache. Nodes from tests/comfyui/packs, isolated in the pack environment (numpy 1
 import json
 import os
 import signal
+import subprocess
 import urllib.error
 
 import pytest
 
-from conftest import COMFY_PYTHON, PACK_PYTHON, TEST_PACKS, start_server
+from comfy_server import REPO
+from conftest import (_COMFY_ENV, BUILD_PYTHON, COMFY_PYTHON, DEVICE, PACK_PYTHON, TEST_PACKS,
+                      isolated_config, start_server)
 
 GRACE = 1.0
 
@@ -216,3 +219,42 @@ def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
         second.wait_for_log("started worker 'schema'")
     finally:
         second.stop()
+
+
+# ComfyUI's nodes loaded by a script, no server made: nodes.py first (it puts comfy/ before
+# ComfyUI's root on sys.path, so importing ComfyUI's server after it would fail), then the adapter.
+NODES_WITHOUT_A_SERVER = """
+import json, sys
+root, adapter, device = sys.argv[1:4]
+sys.argv = [sys.argv[0]] + (["--cpu"] if device == "cpu" else [])
+sys.path.insert(0, root)
+import comfy.options
+comfy.options.enable_args_parsing()
+import nodes
+sys.path.insert(0, adapter)
+import isohost_comfyui
+import torch
+image = torch.rand(1, 8, 8, 3)
+out = isohost_comfyui.NODE_CLASS_MAPPINGS["InvertIsohost"]().run_isolated(image=image)[0]
+print(json.dumps({"inverted": bool(torch.equal(out, 1.0 - image))}))
+isohost_comfyui.host.close()
+"""
+
+
+def test_the_adapters_nodes_run_in_a_script_without_comfyuis_server(comfy_tree, tmp_path):
+    """As bench comfyui loads them: the nodes run; the routes and on-prompt handlers, with no
+    server to serve them, are left out by name."""
+    root, _ = comfy_tree
+    isolated_config(tmp_path, {"tests": (COMFY_PYTHON, [TEST_PACKS / "isohost_test_nodes",
+                                                        TEST_PACKS / "isohost_schema_pack"])})
+    env = dict(os.environ, **_COMFY_ENV, ISOHOST_PYTHONPATH=str(BUILD_PYTHON),
+               ISOHOST_COMFYUI_CONFIG=str(tmp_path / "isohost.toml"))
+    done = subprocess.run([COMFY_PYTHON, "-c", NODES_WITHOUT_A_SERVER, str(root),
+                           str(REPO / "comfyui"), DEVICE], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"inverted": True}
+    assert "routes of %s are not served: no ComfyUI server runs in this process" % (
+        TEST_PACKS / "isohost_schema_pack") in done.stderr
+    assert "on-prompt handlers of %s are not called: no ComfyUI server" % (
+        TEST_PACKS / "isohost_schema_pack") in done.stderr
