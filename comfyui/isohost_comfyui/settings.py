@@ -82,9 +82,22 @@ def load(path, comfyui_root):
         for d in dirs:
             packs.append((name, os.path.normpath(os.path.join(base, os.path.expanduser(d)))))
         env["path"] = [os.path.join(base, p) for p in env.get("path", [])] + [comfyui_root]
+        _default_variables(env)
         if "python" in env and isinstance(env["python"], str) and os.sep in env["python"]:
             env["python"] = os.path.join(base, os.path.expanduser(env["python"]))
     return Settings(path, data, packs, options)
+
+
+def _default_variables(env):
+    """Variables a ComfyUI worker gets unless its [env.NAME] env table or ComfyUI's own
+    environment sets them: OMP_WAIT_POLICY=PASSIVE, so that torch's threads in a worker sleep
+    once a node's operation is done instead of spinning for the next; spinning, they held the
+    cores that the host's and the worker's threads needed to carry each node's call and reply
+    (on the 16-core GPU machine each hop took about twice as long: bench/results/
+    h100-2026-12-06-comfyui)."""
+    variables = env.setdefault("env", {})
+    if isinstance(variables, dict) and "OMP_WAIT_POLICY" not in os.environ:
+        variables.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _check_seconds(path, options, key, low, high):

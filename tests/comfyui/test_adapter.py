@@ -79,6 +79,11 @@ def interrupt_after_start(server, workflow):
     return message, ended_at - sent
 
 
+def test_a_worker_gets_openmps_passive_wait_and_comfyui_keeps_its_own(isolated, in_process):
+    assert report(isolated)["omp_wait_policy"] == [os.environ.get("OMP_WAIT_POLICY", "PASSIVE")]
+    assert report(in_process)["omp_wait_policy"] == [os.environ.get("OMP_WAIT_POLICY", "")]
+
+
 def test_an_interrupt_stops_a_python_loop_within_0_2_s_and_the_worker_serves_on(isolated):
     pid = report(isolated)["pid"]
     message, seconds = interrupt_after_start(isolated, node("BusyLoopIsohost", seconds=60.0))

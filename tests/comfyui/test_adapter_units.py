@@ -50,12 +50,27 @@ packs = ["packs/one", "/abs/two"]
     loaded = settings.load(str(path), "/opt/ComfyUI")
     assert loaded.host_config == {"host": {"idle_reap_seconds": 60}, "env": {"a": {
         "python": str(tmp_path / "venvs/a/bin/python"),
-        "path": [str(tmp_path / "lib"), "/opt/ComfyUI"]}}}
+        "path": [str(tmp_path / "lib"), "/opt/ComfyUI"], "env": {"OMP_WAIT_POLICY": "PASSIVE"}}}}
     assert loaded.packs == [("a", str(tmp_path / "packs/one")), ("a", "/abs/two")]
     assert loaded.interrupt_grace_seconds == 1.5
     assert loaded.scan_cache == str(tmp_path / "isohost-scan-cache.json")
     assert loaded.keep_outputs_in_workers is True
     assert loaded.route_timeout_seconds == 120.0
+
+
+def test_a_workers_openmp_wait_policy_is_passive_unless_set(tmp_path, monkeypatch):
+    path = write(tmp_path / "isohost.toml", """
+[env.a]
+[env.b]
+env = {OMP_WAIT_POLICY = "ACTIVE", OMP_NUM_THREADS = "4"}
+""")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    envs = settings.load(str(path), "/opt/ComfyUI").host_config["env"]
+    assert envs["a"]["env"] == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert envs["b"]["env"] == {"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "4"}
+    # Set in ComfyUI's own environment, it reaches the workers as it is.
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert settings.load(str(path), "/opt/ComfyUI").host_config["env"]["a"]["env"] == {}
 
 
 @pytest.mark.parametrize("text, words", [

@@ -39,7 +39,8 @@ class Report:
     def report(self, tag, unique_id):
         import numpy
         return _ui(pid=os.getpid(), numpy=numpy.__version__, executable=sys.executable,
-                   unique_id=str(unique_id), tag=tag)
+                   unique_id=str(unique_id), tag=tag,
+                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""))
 
 
 class ProgressLoop:
