@@ -19,6 +19,7 @@ def serve(host):
     host.on_ask("comfy.send_sync", _send_sync)
     host.on_ask("comfy.send_progress_text", _send_progress_text)
     host.on_ask("comfy.free_memory", _free_memory_for_worker)
+    host.on_ask("comfy.prompt_queue", _prompt_queue)
 
 
 def _progress(value):
@@ -44,6 +45,36 @@ def _send_progress_text(value):
     from server import PromptServer
 
     PromptServer.instance.send_progress_text(value["text"], value["node_id"], value.get("sid"))
+
+
+# What a worker may do with the host's PromptQueue (isohost_comfy_worker/prompt_queue.py):
+# methods it calls with JSON arguments, and attributes it reads a copy of.
+_QUEUE_METHODS = {"get_current_queue", "get_current_queue_volatile", "get_tasks_remaining",
+                  "get_history", "put", "set_flag", "wipe_queue", "wipe_history",
+                  "delete_history_item"}
+_QUEUE_ATTRIBUTES = {"queue", "currently_running", "history"}
+
+
+def _prompt_queue(value):
+    """A worker's use of ComfyUI's queue, answered as JSON (tuples as lists, keys as strings)."""
+    import copy
+
+    from server import PromptServer
+
+    queue = PromptServer.instance.prompt_queue
+    op, args = value.get("op"), value.get("args")
+    if not isinstance(args, list):
+        raise TypeError("prompt_queue.%s: the arguments must be a list" % (op,))
+    if op in _QUEUE_ATTRIBUTES:
+        with queue.mutex:
+            return copy.deepcopy(getattr(queue, op))
+    if op not in _QUEUE_METHODS:
+        raise ValueError("prompt_queue has no %r for an isolated worker" % (op,))
+    if op == "put":
+        if len(args) != 1 or not isinstance(args[0], list):
+            raise TypeError("prompt_queue.put takes one queue item (a tuple)")
+        args = [tuple(args[0])]
+    return getattr(queue, op)(*args)
 
 
 def _free_memory_for_worker(value):

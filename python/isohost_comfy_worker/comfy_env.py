@@ -77,13 +77,14 @@ class _PromptServer:
     """What packs use of ComfyUI's PromptServer.instance, in a worker: messages go to the host's
     server (isohost_worker.tell("comfy.send_sync")), which sends them to its websocket clients;
     the HTTP routes a pack adds are served by the host's server through this worker
-    (routes.py)."""
+    (routes.py); the queue is the host's, asked while a node runs (prompt_queue.py)."""
 
     def __init__(self):
-        from isohost_comfy_worker import routes
+        from isohost_comfy_worker import prompt_queue, routes
 
         self.routes = routes.RouteTable()
         self.app = routes.App(self.routes)
+        self.prompt_queue = prompt_queue.PromptQueue()
         self.client_id = None
         self.last_node_id = None
         self.last_prompt_id = None

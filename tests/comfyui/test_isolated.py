@@ -66,7 +66,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 21, names  # nineteen test nodes and the two class-based ones
+    assert len(names) == 22, names  # twenty test nodes and the two class-based ones
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -235,6 +235,34 @@ def test_a_message_a_packs_task_sends_between_requests_reaches_the_websocket(
         pid = next(m["data"]["pid"] for _, m in server.messages
                    if m.get("type") == "isohost_test.later")
         assert (pid == server.process.pid) == (server is in_process), pid
+
+
+def test_comfyuis_queue_seen_and_fed_from_a_running_node_is_the_hosts_as_in_process(
+        isolated, in_process):
+    seen = {}
+    for name, server in (("isolated", isolated), ("in_process", in_process)):
+        past = server.queue({"1": {"class_type": "ReportIsohost", "inputs": {"tag": "past"}}})
+        assert server.finish(past)[0] == "execution_success"
+        now = server.queue({"1": {"class_type": "QueueViewIsohost",
+                                  "inputs": {"past": past, "requeue": name}}})
+        kind, message, history = server.finish(now)
+        assert kind == "execution_success", (message, server.log_tail())
+        view = {key: values[0] for key, values in history["outputs"]["1"].items()}
+        assert view.pop("running") == [now] and view["past_outputs"] == ["1"], view
+        # The prompt the node put in the queue runs next.
+        kind, message, history = server.finish(view.pop("requeued"))
+        assert kind == "execution_success", (message, server.log_tail())
+        assert history["outputs"]["1"]["tag"] == [name]
+        seen[name] = view
+    assert seen["isolated"]["refused"].startswith("prompt_queue.get_history(map_function=...)")
+    seen["isolated"]["refused"] = seen["in_process"]["refused"]  # in process it is no error
+    assert seen["isolated"] == seen["in_process"]
+    # A route handler runs with no node of its worker running: the queue cannot be asked there.
+    assert in_process.request("GET", "/isohost_test/queue") == {"remaining": 0}
+    status, _, body = http(isolated, "GET", "/isohost_test/queue")
+    assert status == 500 and body.startswith(
+        b"isohost_comfy_worker.prompt_queue.QueueUnavailable: prompt_queue.get_tasks_remaining "
+        b"in an isolated worker asks the host's ComfyUI"), body
 
 
 def test_a_combo_of_model_files_lists_a_file_added_later_as_in_process(isolated, in_process):

@@ -40,6 +40,11 @@ async def fails(request):
     raise RuntimeError("this route fails on purpose")
 
 
+@routes.get("/isohost_test/queue")
+async def queue_length(request):
+    return web.json_response({"remaining": PromptServer.instance.prompt_queue.get_tasks_remaining()})
+
+
 @routes.get("/isohost_test/source")
 async def source(request):
     return web.FileResponse(os.path.join(HERE, "__init__.py"))

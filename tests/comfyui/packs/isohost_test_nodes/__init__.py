@@ -442,9 +442,52 @@ class JoinWords:
         return {"ui": {"joined": [joined], "calls": [1]}, "result": (joined,)}
 
 
+class QueueView:
+    """What ComfyUI's queue says while this node runs: the prompt running, the tasks left, and a
+    past prompt's history; a history map function refused; a Report prompt put in the queue
+    with the tag `requeue`."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "view"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"past": ("STRING", {"default": ""}),
+                             "requeue": ("STRING", {"default": ""})}}
+
+    @classmethod
+    def IS_CHANGED(cls, **kwargs):
+        return always()
+
+    def view(self, past, requeue):
+        import uuid
+
+        from server import PromptServer
+
+        queue = PromptServer.instance.prompt_queue
+        running, queued = queue.get_current_queue()
+        history = queue.get_history(prompt_id=past)
+        try:
+            queue.get_history(map_function=lambda item: item)
+            refused = ""
+        except TypeError as e:
+            refused = str(e)
+        number, _, _, extra_data, _ = running[0][:5]
+        requeued = str(uuid.uuid4())
+        queue.put((number, requeued, {"1": {"class_type": "ReportIsohost",
+                                            "inputs": {"tag": requeue}}}, extra_data, ["1"]))
+        return _ui(running=[item[1] for item in running], requeued=requeued,
+                   items=sorted({type(item).__name__ for item in running + queued}),
+                   keys=sorted({type(key).__name__ for key in queue.currently_running}),
+                   remaining=queue.get_tasks_remaining(),
+                   past_outputs=sorted(history.get(past, {}).get("outputs", {})),
+                   refused=refused)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
     Invert, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
-    CheckpointName, ServerMessages)}
+    CheckpointName, ServerMessages, QueueView)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"
