@@ -111,6 +111,8 @@ class PackRoutes:
                 _log.error("isohost: %s failed in its worker: %s\n%s", where, text,
                            error.get("traceback") or "")
                 return web.Response(status=500, text=text)
+            if isinstance(payload, _Chunks):
+                return await _stream(request, answer, payload, where)
             return _response(answer, payload)
         handler.__name__ = "isohost_route"
         return handler
@@ -188,9 +190,11 @@ class PackRoutes:
 
 
 async def _exchange(address, message, body, env):
-    """(answer header, body) of one request on the channel at `address`. Cancelling it closes
-    the connection, which cancels the handler there."""
+    """(answer header, body) of one request on the channel at `address`, or (header, _Chunks)
+    for a response the handler streams. Cancelling it closes the connection, which cancels the
+    handler there."""
     reader, writer = await asyncio.open_unix_connection(address)
+    chunks = None
     try:
         try:
             writer.write(_framed(message, body))
@@ -198,12 +202,60 @@ async def _exchange(address, message, body, env):
             await writer.drain()
             (size,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
             answer = json.loads(await reader.readexactly(size))
+            if answer.get("stream"):
+                chunks = _Chunks(reader, writer, env)
+                return answer, chunks
             payload = await reader.readexactly(answer.get("body_length", 0))
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             raise _ended(env, e) from None
         return answer, payload
     finally:
-        writer.close()
+        if chunks is None:
+            writer.close()
+
+
+class _Chunks:
+    """A streamed response's chunks as the worker sends them; close() hangs up, which cancels
+    the handler there if it is still running."""
+
+    def __init__(self, reader, writer, env):
+        self._reader, self._writer, self._env = reader, writer, env
+
+    async def next(self):
+        """The next chunk, or None after the last."""
+        try:
+            (size,) = _LENGTH.unpack(await self._reader.readexactly(_LENGTH.size))
+            return await self._reader.readexactly(size) if size else None
+        except (asyncio.IncompleteReadError, ConnectionError) as e:
+            raise _WorkerEnded("the stream of environment '%s' ended before its last chunk "
+                               "(its handler failed, or its worker ended: %s)"
+                               % (self._env, e)) from None
+
+    def close(self):
+        self._writer.close()
+
+
+async def _stream(request, answer, chunks, where):
+    """Sends ComfyUI's client a response the pack's handler streams, chunk by chunk as it comes.
+    The route timeout ends at its header (a stream may last as long as the handler wants);
+    the client hanging up closes the channel, which cancels the handler in the worker. A worker
+    that ends midway cuts the response short: the client sees it end early, not complete."""
+    response = web.StreamResponse(status=answer["status"], reason=answer["reason"],
+                                  headers=answer["headers"])
+    try:
+        await response.prepare(request)
+        while True:
+            data = await chunks.next()
+            if data is None:
+                break
+            await response.write(data)
+        await response.write_eof()
+    except _WorkerEnded as e:
+        _log.error("isohost: %s: %s; the response is cut short", where, e)
+        raise
+    finally:
+        chunks.close()
+    return response
 
 
 def _exchange_blocking(address, message, body, env):

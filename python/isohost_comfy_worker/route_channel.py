@@ -10,7 +10,11 @@ after goes there directly, one per connection, while the main thread runs nodes:
     request: 4-byte big-endian length, JSON {"pack", "method", "route", "path", "match_info",
              "headers", "body_length"}, then the body
     answer:  4-byte length, JSON {"status", "reason", "headers", "body_length"} (or "file" for
-             a FileResponse, or {"error": {"type", "message", "traceback"}}), then the body
+             a FileResponse, or {"error": {"type", "message", "traceback"}}), then the body;
+             or, for a response the handler streams itself (StreamResponse.prepare(), write()),
+             JSON {"status", "reason", "headers", "stream": true} when it is prepared, then each
+             chunk as it is written (4-byte length, bytes), then a frame of length 0 at its end.
+             A handler that fails midway ends the connection before that last frame.
 
 The pack's on-prompt handlers are called the same way: a request {"kind": "on_prompt", "pack",
 "body_length"} whose body is the prompt's JSON, answered {"failures": [traceback, ...],
@@ -62,11 +66,14 @@ async def _serve_connection(reader, writer):
         logging.warning("isohost: the route channel dropped a connection: %s", e)
         writer.close()
         return
-    answering = asyncio.ensure_future(_answer(request, body))
+    stream = _Stream(writer)
+    answering = asyncio.ensure_future(_answer(request, body, stream))
     hung_up = asyncio.ensure_future(reader.read(1))  # the host sends nothing more, or closes
     done, _ = await asyncio.wait({answering, hung_up}, return_when=asyncio.FIRST_COMPLETED)
     hung_up.cancel()
-    if answering not in done:  # the host gave up (its route timeout): stop the handler
+    if answering not in done or stream.started:
+        # The host gave up (its route timeout, its client gone): stop the handler. Or the handler
+        # streamed its response: all of it has been sent, or it failed midway (logged).
         answering.cancel()
         await asyncio.wait({answering})
         writer.close()
@@ -100,17 +107,49 @@ async def _read_request(reader):
     return request, await reader.readexactly(length)
 
 
-async def _answer(request, body):
-    """(header, body) of the pack's answer, or of the error its handler raised."""
+class _Stream:
+    """A response the handler streams, on its way to the host: its header once it is prepared,
+    then each chunk framed by its length, then an empty frame (routes._Writer writes here)."""
+
+    def __init__(self, writer):
+        self._writer = writer
+        self.started = False
+
+    async def start(self, status, reason, headers):
+        self.started = True
+        await self._send(json.dumps({"status": status, "reason": reason, "headers": headers,
+                                     "stream": True}).encode())
+
+    async def write(self, data):
+        await self._send(data)
+
+    async def end(self):
+        await self._send(b"")
+
+    async def _send(self, data):
+        self._writer.write(_LENGTH.pack(len(data)))
+        self._writer.write(data)
+        await self._writer.drain()  # a slow client holds the handler here, as in process
+
+
+async def _answer(request, body, stream):
+    """(header, body) of the pack's answer, or of the error its handler raised; None where the
+    handler streamed its response through `stream`."""
     if request.get("kind") == "on_prompt":
         return _on_prompt(request["pack"], body)
     try:
         handler = routes.find_handler(request["pack"], request["method"], request["route"])
-        answer = await routes.answer(handler, dict(request, body=body))
+        answer = await routes.answer(handler, dict(request, body=body), stream)
     except Exception as e:  # the handler's, or a route this worker does not have
+        if stream.started:
+            logging.error("isohost: %s %s failed after its response began; it ends there",
+                          request["method"], request["path"], exc_info=True)
+            return None
         error = {"type": errors.type_name(type(e)), "message": str(e),
                  "traceback": traceback.format_exc()}
         return json.dumps({"error": error}).encode(), b""
+    if answer is None:
+        return None
     payload = answer.pop("body", b"")
     answer["body_length"] = len(payload)
     return json.dumps(answer).encode(), payload

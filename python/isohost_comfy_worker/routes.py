@@ -23,6 +23,8 @@ _table = []
 _on_prompt = []
 # Headers aiohttp sets itself from the body it sends.
 _FRAMING = ("content-length", "transfer-encoding")
+# Those, and what the host's server sets for a streamed response it sends.
+_STREAM_SETS = _FRAMING + ("content-encoding", "date", "server", "connection")
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 
 
@@ -160,19 +162,44 @@ class _Transport:
 
 
 class _Writer:
-    """Nothing is written here: the host writes the response."""
+    """Where a response that the handler streams itself (StreamResponse.prepare(), write(),
+    write_eof()) goes: to the host through `stream` (route_channel.py's), frame by frame, as it
+    is written. A response the handler returns is not written here: the host writes it."""
 
     def __init__(self, transport):
         self.transport = transport
+        self.stream = None
+        self.length = None
+        self.output_size = 0
+        self.buffer_size = 0
 
-    async def write_headers(self, *args, **kwargs):
+    async def write_headers(self, status_line, headers):
+        _, status, reason = (status_line.split(" ", 2) + [""])[:3]
+        if status == "101":
+            raise TypeError("a websocket (web.WebSocketResponse) cannot be served from an "
+                            "isolated pack's worker: the connection is ComfyUI's")
+        if self.stream is None:
+            raise TypeError("a streamed response needs the route channel to send it")
+        await self.stream.start(int(status), reason, [
+            (k, v) for k, v in headers.items() if k.lower() not in _STREAM_SETS])
+
+    def send_headers(self, *args, **kwargs):
         pass
 
-    async def write(self, *args, **kwargs):
-        pass
+    def enable_chunking(self):
+        pass  # the host frames what it sends
 
-    async def write_eof(self, *args, **kwargs):
-        pass
+    def enable_compression(self, *args, **kwargs):
+        pass  # the host sends the bytes as they are; their Content-Encoding is left out
+
+    async def write(self, chunk, *args, **kwargs):
+        if chunk:
+            self.output_size += len(chunk)
+            await self.stream.write(bytes(chunk))
+
+    async def write_eof(self, chunk=b""):
+        await self.write(chunk)
+        await self.stream.end()
 
     async def drain(self):
         pass
@@ -212,9 +239,10 @@ def _app(web):
     return _application
 
 
-async def answer(handler, message):
+async def answer(handler, message, stream=None):
     """What `handler` answers to `message` (the host's request: "method", "path" with its
-    query, "match_info", "headers" as pairs, "body", "remote"), as _plain() describes it."""
+    query, "match_info", "headers" as pairs, "body", "remote"), as _plain() describes it; None
+    where the handler streamed its response itself, through `stream` (route_channel.py)."""
     from aiohttp import streams, test_utils, web
     from multidict import CIMultiDict
 
@@ -227,12 +255,16 @@ async def answer(handler, message):
         message["method"], message["path"], headers=CIMultiDict(message["headers"]),
         match_info=message["match_info"], payload=payload, client_max_size=len(body) + 1,
         app=_app(web), writer=protocol.writer, protocol=protocol, transport=protocol.transport)
+    protocol.writer.stream = stream
     try:
         response = handler(request)
         if inspect.isawaitable(response):  # a coroutine, or a class-based view; aiohttp 3
             response = await response      # still takes a plain function too
     except web.HTTPException as e:  # raised as aiohttp's way of answering 404, 400, ...
         response = e
+    if response is not None and getattr(response, "prepared", False):
+        await response.write_eof()  # as aiohttp's server does after a handler that streamed
+        return None
     return _plain(response, web)
 
 
@@ -248,7 +280,8 @@ def _plain(response, web):
         return answer
     if not isinstance(response, web.Response):
         raise TypeError("the route's handler returned %s; an isolated pack's route can answer "
-                        "with a web.Response, a web.FileResponse or a raised web.HTTPException"
+                        "with a web.Response, a web.FileResponse, a web.StreamResponse it has "
+                        "prepared and written, or a raised web.HTTPException"
                         % type(response).__name__)
     body = response.body
     if body is not None and not isinstance(body, (bytes, bytearray)):

@@ -314,11 +314,11 @@ def test_the_routes_a_pack_adds_at_import_are_listed_as_its_own(tmp_path):
         routes.find_handler(str(pack), "POST", "/routes_pack/{name}")
 
 
-def _answer(handler, method="GET", body=b""):
+def _answer(handler, method="GET", body=b"", headers=(("Content-Type", "text/plain"),)):
     from isohost_comfy_worker import routes, server_loop
 
     message = {"method": method, "route": "/r", "path": "/r?x=1", "match_info": {},
-               "headers": [("Content-Type", "text/plain")], "body": body}
+               "headers": list(headers), "body": body}
     return server_loop.run(routes.answer(handler, message))
 
 
@@ -400,6 +400,16 @@ def test_a_routes_response_comes_back_whole_or_is_refused_by_name():
     assert _answer(plain_function)["body"] == b"not a coroutine"
     with pytest.raises(TypeError, match="returned StreamResponse; an isolated pack's route"):
         _answer(streamed)
+
+    async def websocket(request):
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        return socket
+
+    upgrade = [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+               ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")]
+    with pytest.raises(TypeError, match=r"a websocket \(web.WebSocketResponse\) cannot be served"):
+        _answer(websocket, headers=upgrade)
 
 
 def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplog):

@@ -172,6 +172,37 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert status == 200 and json.loads(body)["pid"] not in (worker, isolated.process.pid)
 
 
+def test_a_packs_streamed_response_arrives_chunk_by_chunk_as_in_process(isolated, in_process):
+    """A handler that writes its StreamResponse itself: its first chunk reaches the client while
+    the handler still waits (for a second request), the rest after; one that fails midway ends
+    the response early (the client's read is incomplete), both as in process."""
+    from http.client import HTTPConnection, IncompleteRead
+
+    got = {}
+    for name, server in (("isolated", isolated), ("in_process", in_process)):
+        for query in ("", "?fail"):
+            connection = HTTPConnection("127.0.0.1", server.port, timeout=60)
+            try:
+                connection.request("GET", "/isohost_test/stream" + query)
+                response = connection.getresponse()
+                first = response.readline()  # sent before the handler goes on
+                assert http(server, "POST", "/isohost_test/stream_release")[0] == 200
+                try:
+                    rest = response.read()
+                except IncompleteRead as e:
+                    rest = ("cut short", e.partial)
+                headers = {k: response.getheader(k) for k in (
+                    "Content-Type", "X-Isohost-Stream", "Set-Cookie", "Transfer-Encoding")}
+                got[name, query] = (response.status, headers, first, rest)
+            finally:
+                connection.close()
+    assert got["isolated", ""] == got["in_process", ""]
+    assert got["isolated", ""][2:] == (b"first\n", b"second\n")
+    assert got["isolated", "?fail"] == got["in_process", "?fail"]
+    assert got["isolated", "?fail"][2:] == (b"first\n", ("cut short", b""))
+    isolated.wait_for_log("failed after its response began; it ends there")
+
+
 def test_a_packs_route_answers_while_its_worker_runs_a_node_as_in_process(isolated, in_process):
     """HoldIsohostSchema holds its thread until the test lets it go; meanwhile a request to a
     route of the same pack is answered by the same process, as ComfyUI answers one in process."""

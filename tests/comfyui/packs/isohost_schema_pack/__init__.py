@@ -40,6 +40,34 @@ async def fails(request):
     raise RuntimeError("this route fails on purpose")
 
 
+_stream_release = None
+
+
+@routes.get("/isohost_test/stream")
+async def stream(request):
+    """Streams "first", then, once /isohost_test/stream_release is asked, "second" (or fails
+    there with ?fail)."""
+    global _stream_release
+    _stream_release = asyncio.Event()
+    response = web.StreamResponse(headers={"X-Isohost-Stream": "yes"})
+    response.content_type = "text/plain"
+    response.set_cookie("isohost_stream", "on")
+    await response.prepare(request)
+    await response.write(b"first\n")
+    await _stream_release.wait()
+    if "fail" in request.query:
+        raise RuntimeError("this stream fails on purpose")
+    await response.write(b"second\n")
+    await response.write_eof()
+    return response
+
+
+@routes.post("/isohost_test/stream_release")
+async def stream_release(request):
+    _stream_release.set()
+    return web.Response(text="released")
+
+
 @routes.get("/isohost_test/queue")
 async def queue_length(request):
     return web.json_response({"remaining": PromptServer.instance.prompt_queue.get_tasks_remaining()})
