@@ -22,6 +22,14 @@ def executing():
     return context.prompt_id, context.node_id
 
 
+def prompt_state(prompt_id):
+    """{"prompt_id", "client_id"} of the running prompt, as ComfyUI's server has them (a worker
+    sets them on its own PromptServer.instance, comfy_env.enter_node)."""
+    from .prompt_server import running
+
+    return {"prompt_id": prompt_id, "client_id": getattr(running(), "client_id", None)}
+
+
 class LiveNodes:
     """Per environment, the last prompt its worker was told of."""
 

@@ -14,11 +14,12 @@ import json
 import logging
 import socket
 import struct
-import sys
 
 from aiohttp import web
 
 import isohost
+
+from .prompt_server import running as running_server
 
 _OPEN = "isohost_comfy_worker.route_channel:open_channel"
 _LENGTH = struct.Struct(">I")
@@ -27,16 +28,6 @@ _LENGTH = struct.Struct(">I")
 # POST /prompt, where nothing else is served meanwhile.
 ON_PROMPT_TIMEOUT = 10.0
 _log = logging.getLogger("isohost")
-
-
-def _prompt_server():
-    """ComfyUI's PromptServer, or None where the adapter's nodes are loaded without one (a
-    script importing ComfyUI's nodes alone, as bench comfyui does). Never imports ComfyUI's
-    server module: ComfyUI's main.py has made its one instance before custom nodes load, and
-    importing it after ComfyUI's nodes.py (which puts comfy/ first on sys.path) finds
-    comfy/utils.py for ComfyUI's utils package."""
-    server = sys.modules.get("server")
-    return getattr(getattr(server, "PromptServer", None), "instance", None)
 
 
 class _WorkerEnded(Exception):
@@ -58,7 +49,7 @@ class PackRoutes:
         """Adds the `routes` of the pack at `pack_dir` (its scan's "routes") to ComfyUI's table;
         one that ComfyUI or a pack loaded earlier already serves is left out (logged). Returns
         how many were added."""
-        prompt_server = _prompt_server()
+        prompt_server = running_server()
         if prompt_server is None:
             if routes:
                 _log.warning("isohost: the %d routes of %s are not served: no ComfyUI server "
@@ -121,7 +112,7 @@ class PackRoutes:
         """Has ComfyUI call the on-prompt handlers of the pack at `pack_dir`, in its worker,
         for each prompt, in the place among ComfyUI's handlers that the pack's import order
         gives it."""
-        prompt_server = _prompt_server()
+        prompt_server = running_server()
         if prompt_server is None:
             _log.warning("isohost: the on-prompt handlers of %s are not called: no ComfyUI "
                          "server runs in this process", pack_dir)

@@ -137,9 +137,10 @@ def make(runner, env, pack_dir, name, description):
         prompt_id, node_id = objects.executing()
         keep = (runner.held.keep_modes(env, prompt_id, node_id, output_is_list)
                 if runner.keep_outputs else None)
+        live = runner.live_nodes.for_call(env, prompt_id)
         result = runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
-                             items, live=runner.live_nodes.for_call(env, prompt_id), keep=keep,
-                             drop=runner.held.let_go_since(env))
+                             items, live=live, keep=keep, drop=runner.held.let_go_since(env),
+                             prompt=None if live is None else objects.prompt_state(prompt_id))
         return runner.held.wrap(env, name, result, output_is_list)
 
     attrs["run_isolated"] = run_isolated

@@ -50,6 +50,19 @@ def prepare(settings):
     _prepared = settings
 
 
+def enter_node(node_id, prompt=None):
+    """What ComfyUI's server says while a node runs, said here too: `prompt` ({"prompt_id",
+    "client_id"}, sent with a prompt's first node in this worker) sets `client_id` (packs send
+    their messages to that client) and `last_prompt_id`; `last_node_id` is the node's id where
+    the prompt has a client, as ComfyUI sets it."""
+    instance = sys.modules["server"].PromptServer.instance
+    if prompt is not None:
+        instance.client_id = prompt.get("client_id")
+        instance.last_prompt_id = prompt.get("prompt_id")
+    if instance.client_id is not None:
+        instance.last_node_id = node_id
+
+
 def _apply_args(values):
     import comfy.cli_args
 

@@ -13,14 +13,17 @@ from isohost_comfy_worker import comfy_env, held, packs, values
 _instances = {}
 
 
-def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, drop=None):
+def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, drop=None,
+        prompt=None):
     """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments (a dict, or
     its items in order: a node that takes **kwargs may read them in order); returns what it
     returned (a tuple, or {"ui": ..., "result": ...}). `live`: the running prompt's [node id,
     class] pairs, at the first node of a new prompt; the objects of other nodes are dropped, as
-    ComfyUI drops its own. `keep`: per output, whether it stays here, marked, where it holds a
-    tensor (held.py); `drop`: the [pid, id] of held values the host let go of."""
+    ComfyUI drops its own; `prompt` comes with it: {"prompt_id", "client_id"}. `keep`: per
+    output, whether it stays here, marked, where it holds a tensor (held.py); `drop`: the
+    [pid, id] of held values the host let go of."""
     comfy_env.prepare(settings)
+    comfy_env.enter_node(node_id, prompt)
     held.drop(drop)
     if live is not None:
         keep_only(live)

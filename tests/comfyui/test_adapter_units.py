@@ -421,7 +421,7 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
     server = types.ModuleType("server")
     server.PromptServer = types.SimpleNamespace(instance=types.SimpleNamespace(routes=table))
     monkeypatch.setitem(sys.modules, "server", server)
-    pack_routes = _adapter_module("pack_routes")
+    pack_routes = _adapter_module_in_package("pack_routes")
     listed = [{"method": "GET", "path": "/taken"}, {"method": "*", "path": "/taken"},
               {"method": "STATIC", "path": "/static_taken", "directory": "/x", "options": {}},
               {"method": "POST", "path": "/taken"},
@@ -475,7 +475,7 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
     address = "\0isohost-routes-test-%d" % id(pack)
     server_loop.run(asyncio.start_unix_server(route_channel._serve_connection, path=address))
     monkeypatch.setitem(sys.modules, "server", types.ModuleType("server"))
-    pack_routes = _adapter_module("pack_routes")
+    pack_routes = _adapter_module_in_package("pack_routes")
 
     def exchange(method, route, path, body=b"", timeout=None):
         message = {"pack": str(pack), "method": method, "route": route, "path": path,

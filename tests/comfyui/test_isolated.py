@@ -328,6 +328,21 @@ def test_a_node_runs_in_its_worker_and_gets_its_hidden_inputs(isolated, in_proce
     assert here["pid"] == in_process.process.pid and here["unique_id"] == "17"
 
 
+def test_comfyuis_server_names_the_prompt_and_its_client_to_a_node_as_in_process(isolated,
+                                                                                  in_process):
+    """PromptServer.instance.client_id (where packs send their messages), last_prompt_id and
+    last_node_id, read by a node running in a worker as in process."""
+    for server in (isolated, in_process):
+        for node in ("5", "6"):  # a second prompt: the worker is told of each
+            prompt_id = server.queue({node: {"class_type": "ReportIsohost",
+                                             "inputs": {"tag": "x"}}})
+            kind, message, history = server.finish(prompt_id)
+            assert kind == "execution_success", message
+            seen = {key: values[0] for key, values in history["outputs"][node].items()}
+            assert (seen["client_id"], seen["last_prompt_id"], seen["last_node_id"]) == (
+                server.client_id, prompt_id, node), seen
+
+
 def test_is_changed_decides_comfyuis_cache_as_in_process(isolated, in_process):
     """Report's IS_CHANGED (answered in the worker) says it changed, so the same prompt runs it
     again; Invert has none, so ComfyUI serves it from its cache the second time."""

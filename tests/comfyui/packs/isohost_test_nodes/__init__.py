@@ -38,9 +38,14 @@ class Report:
 
     def report(self, tag, unique_id):
         import numpy
+        from server import PromptServer
+
+        server = PromptServer.instance
         return _ui(pid=os.getpid(), numpy=numpy.__version__, executable=sys.executable,
                    unique_id=str(unique_id), tag=tag,
-                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""))
+                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
+                   client_id=server.client_id, last_prompt_id=server.last_prompt_id,
+                   last_node_id=server.last_node_id)
 
 
 class ProgressLoop:
