@@ -48,7 +48,8 @@ def _send_progress_text(value):
 
 
 # What a worker may do with the host's PromptQueue (isohost_comfy_worker/prompt_queue.py):
-# methods it calls with JSON arguments, and attributes it reads a copy of.
+# methods it calls with JSON arguments, and attributes it reads a copy of; and the server's
+# prompt counter, which numbers what is put in the queue ("number", "set_number").
 _QUEUE_METHODS = {"get_current_queue", "get_current_queue_volatile", "get_tasks_remaining",
                   "get_history", "put", "set_flag", "wipe_queue", "wipe_history",
                   "delete_history_item"}
@@ -65,6 +66,13 @@ def _prompt_queue(value):
     op, args = value.get("op"), value.get("args")
     if not isinstance(args, list):
         raise TypeError("prompt_queue.%s: the arguments must be a list" % (op,))
+    if op == "number":
+        return PromptServer.instance.number
+    if op == "set_number":
+        if len(args) != 1 or isinstance(args[0], bool) or not isinstance(args[0], (int, float)):
+            raise TypeError("PromptServer.instance.number must be a number")
+        PromptServer.instance.number = args[0]
+        return None
     if op in _QUEUE_ATTRIBUTES:
         with queue.mutex:
             return copy.deepcopy(getattr(queue, op))

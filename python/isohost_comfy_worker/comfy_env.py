@@ -103,6 +103,18 @@ class _PromptServer:
         self.last_prompt_id = None
 
     @property
+    def number(self):
+        from isohost_comfy_worker import prompt_queue
+
+        return prompt_queue.server_number()
+
+    @number.setter
+    def number(self, value):
+        from isohost_comfy_worker import prompt_queue
+
+        prompt_queue.set_server_number(value)
+
+    @property
     def loop(self):
         # Running on its own thread once no pack is being imported (server_loop.py).
         from isohost_comfy_worker import packs, server_loop

@@ -1,5 +1,5 @@
-"""ComfyUI's `PromptServer.instance.prompt_queue` in a worker (docs/comfyui.md, "Inside the
-worker").
+"""ComfyUI's `PromptServer.instance.prompt_queue` in a worker (docs/comfyui.md, "Progress,
+messages and memory").
 
 Packs read ComfyUI's queue (the prompt running, what waits, a past prompt's history) and a few
 change it (a prompt put back in, the flags that unload models). The queue lives in the host's
@@ -71,6 +71,16 @@ class PromptQueue:
     def __setattr__(self, name, value):
         raise AttributeError("prompt_queue.%s cannot be replaced in an isolated worker: the queue "
                              "is the host's ComfyUI's, and this worker reads copies of it" % name)
+
+
+def server_number():
+    """ComfyUI's prompt counter (PromptServer.instance.number), which packs read and raise to
+    number a prompt they put in the queue: the host's."""
+    return _ask("number")
+
+
+def set_server_number(value):
+    _ask("set_number", value)
 
 
 def _ask(op, *args):

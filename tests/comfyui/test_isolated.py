@@ -280,6 +280,7 @@ def test_comfyuis_queue_seen_and_fed_from_a_running_node_is_the_hosts_as_in_proc
         assert kind == "execution_success", (message, server.log_tail())
         view = {key: values[0] for key, values in history["outputs"]["1"].items()}
         assert view.pop("running") == [now] and view["past_outputs"] == ["1"], view
+        assert view["number_step"] == 1, view
         # The prompt the node put in the queue runs next.
         kind, message, history = server.finish(view.pop("requeued"))
         assert kind == "execution_success", (message, server.log_tail())

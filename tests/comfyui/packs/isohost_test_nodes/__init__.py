@@ -449,8 +449,8 @@ class JoinWords:
 
 class QueueView:
     """What ComfyUI's queue says while this node runs: the prompt running, the tasks left, and a
-    past prompt's history; a history map function refused; a Report prompt put in the queue
-    with the tag `requeue`."""
+    past prompt's history; a history map function refused; a Report prompt with the tag
+    `requeue` put in the queue, numbered with the server's counter."""
     CATEGORY = "isohost_test"
     RETURN_TYPES = ()
     OUTPUT_NODE = True
@@ -478,11 +478,14 @@ class QueueView:
             refused = ""
         except TypeError as e:
             refused = str(e)
-        number, _, _, extra_data, _ = running[0][:5]
+        extra_data = running[0][3]
+        number = PromptServer.instance.number  # as ComfyUI numbers a prompt it is sent
+        PromptServer.instance.number += 1
         requeued = str(uuid.uuid4())
         queue.put((number, requeued, {"1": {"class_type": "ReportIsohost",
                                             "inputs": {"tag": requeue}}}, extra_data, ["1"]))
         return _ui(running=[item[1] for item in running], requeued=requeued,
+                   number_step=PromptServer.instance.number - number,
                    items=sorted({type(item).__name__ for item in running + queued}),
                    keys=sorted({type(key).__name__ for key in queue.currently_running}),
                    remaining=queue.get_tasks_remaining(),
