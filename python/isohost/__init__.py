@@ -91,9 +91,9 @@ class Host:
         `handler(value)`, whose return value (JSON) is the answer; an exception it raises
         becomes isohost_worker.AskFailed in the worker, with its type and message. The handler
         runs on the thread that waits for the call that asked (Host.call's caller, Call.result's,
-        the event loop's for call_async); for a tell a worker sends while none of its calls is in
-        flight (from a thread or a task of its own), on this host's thread "isohost-tells".
-        None removes the handler."""
+        the event loop's for call_async); for an ask or a tell a worker sends while none of its
+        calls is in flight (from a thread or a task of its own), on this host's thread
+        "isohost-tells", one at a time. None removes the handler."""
         if handler is None:
             self._ask_handlers.pop(name, None)
             return
@@ -105,6 +105,7 @@ class Host:
                                            args=(weakref.ref(self._core), self._ask_handlers),
                                            name="isohost-tells", daemon=True)
             self._tells.start()
+            self._core.serve_between_calls()
 
     def ps(self):
         """Every worker's state and memory, the host's own, and the device's (as `isohost ps
@@ -312,16 +313,20 @@ def _run_ask_handler(handlers, body):
 
 
 def _serve_tells(core_ref, handlers):
-    """The thread "isohost-tells": runs the handlers of the tells workers send between calls,
-    until the host closes or is collected."""
+    """The thread "isohost-tells": runs the handlers of the tells and asks workers send between
+    calls, and answers the asks, until the host closes or is collected."""
     while True:
         core = core_ref()
         tells = None if core is None else core.take_tells(1.0)
         del core
         if tells is None:
             return
-        for _env, text in tells:
-            _run_ask_handler(handlers, json.loads(text))
+        for _env, text, token in tells:
+            reply_text, _ = _run_ask_handler(handlers, json.loads(text))
+            core = core_ref() if token else None
+            if core is not None:
+                core.answer_between_calls(token, reply_text)
+            del core
 
 
 def _type_name(cls):

@@ -3,11 +3,11 @@ messages and memory").
 
 Packs read ComfyUI's queue (the prompt running, what waits, a past prompt's history) and a few
 change it (a prompt put back in, the flags that unload models). The queue lives in the host's
-ComfyUI: each method here asks it there (ask "comfy.prompt_queue", answered by bridge.py on
-ComfyUI's prompt thread), so it works while one of this worker's nodes runs, where packs use it.
-With no node running (a pack's import, a route handler between nodes) there is no call to ask
-through, and a method raises QueueUnavailable saying so. Values cross as JSON: queue items come
-back as tuples and `currently_running`'s keys as ints, as ComfyUI has them; the attributes
+ComfyUI: each method here asks it there (ask "comfy.prompt_queue", answered by bridge.py), on
+ComfyUI's prompt thread while one of this worker's nodes runs, and on the host's thread
+"isohost-tells" between nodes (a route handler, a pack's own thread). A host that serves no asks
+between calls has a method raise QueueUnavailable saying so. Values cross as JSON: queue items
+come back as tuples and `currently_running`'s keys as ints, as ComfyUI has them; the attributes
 (`queue`, `currently_running`, `history`) are copies, read-only here.
 """
 
@@ -15,7 +15,7 @@ import isohost_worker
 
 
 class QueueUnavailable(RuntimeError):
-    """The host's ComfyUI queue cannot be reached now: no node of this worker is running."""
+    """The host's ComfyUI queue cannot be reached: its host serves no such asks."""
 
 
 class PromptQueue:
@@ -88,9 +88,9 @@ def _ask(op, *args):
         return isohost_worker.ask("comfy.prompt_queue", {"op": op, "args": list(args)})
     except isohost_worker.AskFailed as e:
         if e.type_name == "Unsupported":
-            raise QueueUnavailable(
-                "prompt_queue.%s in an isolated worker asks the host's ComfyUI, which it can do "
-                "only while one of this worker's nodes runs (%s)" % (op, e.message)) from None
+            raise QueueUnavailable("prompt_queue.%s in an isolated worker asks the host's "
+                                   "ComfyUI, and its host did not serve it (%s)"
+                                   % (op, e.message)) from None
         raise
 
 

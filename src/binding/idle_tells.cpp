@@ -6,20 +6,50 @@
 
 namespace isohost::binding {
 
-void IdleTells::push(const std::string& env, const nlohmann::ordered_json& body) {
+namespace {
+
+nlohmann::ordered_json refusal(const std::string& type, const std::string& message) {
+  return {{"ok", false}, {"error", {{"type", type}, {"message", message}}}};
+}
+
+}  // namespace
+
+void IdleTells::serve() {
+  std::lock_guard lock(mutex_);
+  served_ = true;
+}
+
+void IdleTells::push(const std::string& env, const nlohmann::ordered_json& body, Answer answer) {
+  nlohmann::ordered_json refused;
   {
     std::lock_guard lock(mutex_);
     if (closed_) return;
-    if (queued_.size() >= kMaxQueued) {
+    if (answer && !served_) {
+      refused = refusal("Unsupported",
+                        "no call is in flight to ask, and this host has no handler for asks "
+                        "between calls");
+    } else if (queued_.size() >= kMaxQueued) {
       // Logged once per overflow, not once per tell: the log must not grow without end either.
       if (dropped_++ == 0) {
         spdlog::warn("worker '{}': tells dropped: {} wait for the host's handlers already", env,
                      kMaxQueued);
       }
-      return;
+      if (!answer) return;
+      refused = refusal("Busy", std::to_string(kMaxQueued) +
+                                    " tells and asks wait for the host's handlers already");
+    } else {
+      dropped_ = 0;
+      Tell tell{env, body};
+      if (answer) {
+        tell.token = next_token_++;
+        waiting_.emplace(tell.token, std::move(answer));
+      }
+      queued_.push_back(std::move(tell));
     }
-    dropped_ = 0;
-    queued_.push_back(Tell{env, body});
+  }
+  if (!refused.is_null()) {
+    answer(std::move(refused));
+    return;
   }
   arrived_.notify_one();
 }
@@ -31,11 +61,25 @@ std::optional<std::vector<IdleTells::Tell>> IdleTells::take(std::chrono::millise
   return std::exchange(queued_, {});
 }
 
+void IdleTells::answer(std::uint64_t token, nlohmann::ordered_json reply) {
+  Answer answer;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = waiting_.find(token);
+    if (found == waiting_.end()) return;
+    answer = std::move(found->second);
+    waiting_.erase(found);
+  }
+  answer(std::move(reply));
+}
+
 void IdleTells::close() {
+  std::map<std::uint64_t, Answer> dropped;
   {
     std::lock_guard lock(mutex_);
     closed_ = true;
     queued_.clear();
+    dropped = std::exchange(waiting_, {});
   }
   arrived_.notify_all();
 }

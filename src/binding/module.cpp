@@ -45,6 +45,19 @@ nlohmann::ordered_json parse_message(const std::string& text) {
   return message;
 }
 
+// An ask's reply from the Python host, or one that says it was none.
+nlohmann::ordered_json parse_reply(const std::string& reply_text) {
+  auto reply = wire::parse_within_depth(reply_text);
+  if (reply.is_discarded() || !reply.is_object()) {
+    reply = {{"ok", false},
+             {"error",
+              {{"type", "BadAnswer"},
+               {"message", "the host's answer was not a JSON object nested at most " +
+                               std::to_string(wire::kMaxJsonDepth) + " deep"}}}};
+  }
+  return reply;
+}
+
 pool::Request::Kind request_kind(const std::string& kind) {
   if (kind == "call") return pool::Request::Kind::call;
   if (kind == "release") return pool::Request::Kind::release;
@@ -62,11 +75,16 @@ class Core {
   Core(pool::Config config, const std::string& runtime_dir)
       : pool_(std::make_unique<pool::Pool>(
             std::move(config),
-            pool::PoolOptions{.runtime_dir = runtime_dir,
-                              .on_tell = [tells = tells_](const std::string& env,
-                                                          const nlohmann::ordered_json& tell) {
-                                tells->push(env, tell);
-                              }})) {}
+            pool::PoolOptions{
+                .runtime_dir = runtime_dir,
+                .on_tell = [tells = tells_](
+                               const std::string& env,
+                               const nlohmann::ordered_json& tell) { tells->push(env, tell); },
+                .on_ask =
+                    [tells = tells_](const std::string& env, const nlohmann::ordered_json& ask,
+                                     IdleTells::Answer answer) {
+                      tells->push(env, ask, std::move(answer));
+                    }})) {}
 
   // Takes ownership of `fds` at once, whatever happens next.
   std::shared_ptr<PendingCall> submit(const std::string& kind, const std::string& env,
@@ -108,8 +126,9 @@ class Core {
     return dump(control::status_json(pool_->status_with_memory().get()));
   }
 
-  // None once closed, else [(env, body as JSON text)]: the tells workers sent between calls
-  // since the last take, waiting (GIL released) at most `timeout` seconds for the first.
+  // None once closed, else [(env, body as JSON text, token)]: the tells and asks workers sent
+  // between calls since the last take, waiting (GIL released) at most `timeout` seconds for the
+  // first. An ask's token (0 for a tell) goes to answer_between_calls with its reply.
   py::object take_tells(double timeout) {
     std::optional<std::vector<IdleTells::Tell>> tells;
     {
@@ -119,8 +138,17 @@ class Core {
     }
     if (!tells) return py::none();
     py::list out;
-    for (auto& tell : *tells) out.append(py::make_tuple(tell.env, dump(tell.body)));
+    for (auto& tell : *tells) out.append(py::make_tuple(tell.env, dump(tell.body), tell.token));
     return out;
+  }
+
+  // Asks between calls wait for take_tells() from now on (the Python host's tell thread runs);
+  // before, they are answered "Unsupported" at once.
+  void serve_between_calls() { tells_->serve(); }
+
+  // `reply_text` as answer() takes it; nothing once the ask is gone (the host closed).
+  void answer_between_calls(std::uint64_t token, const std::string& reply_text) {
+    tells_->answer(token, parse_reply(reply_text));
   }
 
   void close() {
@@ -179,15 +207,7 @@ py::list take_asks(PendingCall& pending) {
 
 // `reply_text`: {"ok": true, "value": V} or {"ok": false, "error": {"type", "message"}}.
 void answer(PendingCall& pending, std::uint64_t token, const std::string& reply_text) {
-  auto reply = wire::parse_within_depth(reply_text);
-  if (reply.is_discarded() || !reply.is_object()) {
-    reply = {{"ok", false},
-             {"error",
-              {{"type", "BadAnswer"},
-               {"message", "the host's answer was not a JSON object nested at most " +
-                               std::to_string(wire::kMaxJsonDepth) + " deep"}}}};
-  }
-  pending.answer(token, std::move(reply));
+  pending.answer(token, parse_reply(reply_text));
 }
 
 // ("value", json, []) | ("pickle", description, [fds]) | ("error", isohost::Error as JSON, []),
@@ -255,8 +275,11 @@ PYBIND11_MODULE(_isohost, m) {
       .def("submit", &Core::submit, py::arg("kind"), py::arg("env"), py::arg("message"),
            py::arg("fds"))
       .def("interrupt", &Core::interrupt, py::arg("pending"), py::arg("grace_seconds"))
+      .def("serve_between_calls", &Core::serve_between_calls)
+      .def("answer_between_calls", &Core::answer_between_calls, py::arg("token"),
+           py::arg("reply_text"))
       .def("take_tells", &Core::take_tells, py::arg("timeout"),
-           "None once closed, else [(env, tell as JSON text)] sent between calls")
+           "None once closed, else [(env, tell or ask as JSON text, token)] sent between calls")
       .def("status", &Core::status)
       .def("close", &Core::close);
 }

@@ -88,6 +88,13 @@ struct PoolOptions {
   // between calls; docs/protocol.md, "Asks"), with its environment's name; runs on the loop
   // thread. Unset: such tells are logged and dropped.
   std::function<void(const std::string& env, const nlohmann::ordered_json& tell)> on_tell;
+  // An ask a worker sends while none of its calls is in flight, with its environment's name;
+  // runs on the loop thread. `answer` takes the whole reply ({"ok": true, "value": V} or
+  // {"ok": false, "error": {"type", "message"}}), from any thread, once, before the pool is
+  // destroyed; the worker waits for it. Unset: such asks are answered "Unsupported".
+  std::function<void(const std::string& env, const nlohmann::ordered_json& ask,
+                     std::function<void(nlohmann::ordered_json)> answer)>
+      on_ask;
 };
 
 class Pool : private AdmissionSteps {

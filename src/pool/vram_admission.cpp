@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <spdlog/spdlog.h>
+#include <asio/post.hpp>
 
 #include "pool/pool.hpp"
 
@@ -44,6 +45,25 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
       spdlog::warn("worker '{}': a tell was dropped: no call is in flight to ask",
                    slot.config.name);
     }
+    return;
+  }
+  if (op == "ask") {  // the worker's own, between calls
+    if (!options_.on_ask) {
+      answer({{"ok", false},
+              {"error",
+               {{"type", "Unsupported"},
+                {"message",
+                 "no call is in flight to ask, and this host serves no asks "
+                 "between calls"}}}});
+      return;
+    }
+    // Answered from the handler's own thread, maybe; the worker is written to from the loop.
+    options_.on_ask(slot.config.name, request,
+                    [this, answer = std::move(answer)](nlohmann::ordered_json reply) {
+                      asio::post(io(), [answer, reply = std::move(reply)]() mutable {
+                        answer(std::move(reply));
+                      });
+                    });
     return;
   }
   if (op == "reserve_done") {

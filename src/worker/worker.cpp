@@ -368,8 +368,17 @@ void Worker::handle_ask(const nlohmann::ordered_json& body, std::optional<std::i
   std::string refusal;
   if (name == body.end() || !name->is_string()) {
     refusal = "an ask needs a string 'name'";
-  } else if (!request_.handler && !id && events_.on_worker_request) {
-    events_.on_worker_request(body, [](const nlohmann::ordered_json&) {});  // a tell between calls
+  } else if (!request_.handler && events_.on_worker_request) {
+    // Between calls: the worker's own tell or ask (a thread or a task of its own), for the pool;
+    // an ask's whole reply ({"ok": ...}) comes back through the callback, once.
+    auto answered = std::make_shared<bool>(false);
+    events_.on_worker_request(
+        body, [weak = weak_from_this(), id, answered](nlohmann::ordered_json reply) {
+          auto self = weak.lock();
+          if (!id || !self || *answered) return;
+          *answered = true;
+          self->send_answer(*id, std::move(reply));
+        });
     return;
   } else if (!request_.on_ask) {
     refusal = request_.handler ? "the caller of " + request_.what + " serves no asks"

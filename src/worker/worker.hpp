@@ -141,9 +141,10 @@ class Worker : public std::enable_shared_from_this<Worker> {
     std::function<void(const ExitReport&)> on_exit;
     // A request the worker makes of the host itself, mid-call (docs/protocol.md, "Worker
     // requests"): `reserve_vram` with an id, answered through `answer`; `reserve_done` without
-    // one (`answer` then does nothing); a `tell` sent while no call is in flight, which has no
-    // caller to go to (`answer` does nothing). `answer` may be called later, once; after the worker
-    // died it does nothing. Unset: such requests are refused as unsupported.
+    // one (`answer` then does nothing); a `tell` or an `ask` sent while no call is in flight,
+    // which has no caller to go to (for an ask, `answer` takes its whole reply, {"ok": ...}; for
+    // a tell it does nothing). `answer` may be called later, once, on the loop thread; after the
+    // worker died it does nothing. Unset: such requests are refused as unsupported.
     std::function<void(const nlohmann::ordered_json& request,
                        std::function<void(nlohmann::ordered_json)> answer)>
         on_worker_request;

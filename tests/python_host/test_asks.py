@@ -85,6 +85,34 @@ def test_tells_sent_between_calls_run_their_handler_on_the_hosts_tell_thread(tmp
     assert "isohost-tells" not in [t.name for t in threading.enumerate()]
 
 
+def test_asks_sent_between_calls_are_answered_on_the_hosts_tell_thread(tmp_path):
+    """An ask from a thread of the worker's with no call in flight: answered by the host's
+    handler on "isohost-tells"; one that raises, or that no handler serves, fails in the worker
+    with the type and message, as during a call."""
+    outcomes = {}
+    for name in ("double", "fails", "nobody"):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        asked = threading.Event()
+
+        def record(value, name=name, asked=asked):
+            outcomes[name] = value
+            asked.set()
+
+        with isohost.Host(config(call_timeout_seconds=60)) as host:
+            host.on_ask("double", lambda v: (v * 2, threading.current_thread().name))
+            host.on_ask("fails", lambda v: {}["missing"])
+            host.on_ask("asked", record)
+            assert host.call("w", F + "ask_after_call", str(fifo), name, 21) == "later"
+            with open(fifo, "w") as f:  # the call has returned: nothing is in flight now
+                f.write("go\n")
+            assert asked.wait(60)
+    assert outcomes == {"double": {"answer": [42, "isohost-tells"]},
+                        "fails": {"error": ["KeyError", "'missing'"]},
+                        "nobody": {"error": ["Unsupported",
+                                             "this host has no handler for 'nobody'"]}}
+
+
 def test_a_host_with_handlers_dropped_without_close_still_ends_its_workers():
     import gc
 

@@ -113,6 +113,48 @@ TEST(PoolAsks, TellsSentBetweenCallsGoToTheHostsOwnHandlerWithTheirEnvironment) 
   EXPECT_EQ(told[1].second["value"], 2);
 }
 
+// What the worker's thread told "asked" after asking `name` with 21 between calls.
+nlohmann::ordered_json ask_between_calls(PoolOptions options, const std::string& name) {
+  isohost::test_support::TempDir dir;
+  const auto fifo = dir.path + "/go";
+  EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::promise<nlohmann::ordered_json> asked;
+  options.on_tell = [&](const std::string&, const nlohmann::ordered_json& tell) {
+    if (tell["name"] == "asked") asked.set_value(tell["value"]);
+  };
+  Pool pool(fixture_config({"a"}), std::move(options));
+  EXPECT_EQ(pool.call("a", "isohost_test_funcs:ask_after_call", {fifo, name, 21}).get(), "later");
+  std::ofstream(fifo) << "go\n";  // the call has returned: nothing is in flight now
+  auto answer = asked.get_future();
+  EXPECT_EQ(answer.wait_for(60s), std::future_status::ready);
+  return answer.get();
+}
+
+TEST(PoolAsks, AsksSentBetweenCallsAreAnsweredByTheHostsOwnHandlerFromAnyThread) {
+  std::vector<std::thread> answering;
+  const auto asked = ask_between_calls(
+      PoolOptions{.on_ask =
+                      [&](const std::string& env, const nlohmann::ordered_json& ask,
+                          std::function<void(nlohmann::ordered_json)> answer) {
+                        EXPECT_EQ(env, "a");
+                        EXPECT_EQ(ask["op"], "ask");
+                        answering.emplace_back([ask, answer = std::move(answer)] {
+                          answer({{"ok", true}, {"value", ask["value"].get<int>() * 2}});
+                        });
+                      }},
+      "double");
+  for (auto& thread : answering) thread.join();
+  EXPECT_EQ(asked, nlohmann::ordered_json({{"answer", 42}}));
+}
+
+TEST(PoolAsks, AnAskBetweenCallsWithoutAHandlerIsAnsweredUnsupported) {
+  EXPECT_EQ(ask_between_calls(PoolOptions{}, "double"),
+            nlohmann::ordered_json(
+                {{"error",
+                  {"Unsupported",
+                   "no call is in flight to ask, and this host serves no asks between calls"}}}));
+}
+
 TEST(PoolAsks, AnInterruptRaisesInTheCallAndTheWorkerServesOn) {
   Pool pool(fixture_config({"a"}));
   const auto pid = pool.call("a", "isohost_test_funcs:pid").get();

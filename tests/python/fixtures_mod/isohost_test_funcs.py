@@ -362,6 +362,24 @@ def tell_after_call(fifo, name, values):
     return "later"
 
 
+def ask_after_call(fifo, name, value):
+    """Returns at once; a thread of the worker's, once a line comes through the named pipe
+    `fifo` (the test writes it after this call returned), asks `name` with `value` (an ask
+    sent while no call is in flight) and tells "asked" what came back: {"answer": A} or
+    {"error": [type, message]}."""
+    def ask_later():
+        with open(fifo) as f:
+            f.readline()
+        try:
+            outcome = {"answer": isohost_worker.ask(name, value)}
+        except isohost_worker.AskFailed as e:
+            outcome = {"error": [e.type_name, e.message]}
+        isohost_worker.tell("asked", outcome)
+
+    threading.Thread(target=ask_later, daemon=True).start()
+    return "later"
+
+
 def tell_flood_after_call(fifo, name, count, ack):
     """Returns at once; a thread of the worker's then tells `name` `count` times (0, 1, ...) when
     a first line comes through `fifo`, and at a second tells "flood_done" every 20 ms until the
