@@ -268,8 +268,11 @@ def test_a_message_a_packs_task_sends_between_requests_reaches_the_websocket(
         assert (pid == server.process.pid) == (server is in_process), pid
 
 
-def test_comfyuis_queue_seen_and_fed_from_a_running_node_is_the_hosts_as_in_process(
+def test_comfyuis_queue_from_a_node_and_a_route_in_a_worker_is_the_hosts_as_in_process(
         isolated, in_process):
+    """QueueViewIsohost reads the queue while it runs (the prompt running, items, keys, tasks
+    left, a past prompt's history) and puts a prompt in it, numbered with the server's counter;
+    a route reads it between calls."""
     seen = {}
     for name, server in (("isolated", isolated), ("in_process", in_process)):
         past = server.queue({"1": {"class_type": "ReportIsohost", "inputs": {"tag": "past"}}})
