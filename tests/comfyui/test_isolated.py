@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
 import time
 
 import pytest
@@ -157,11 +158,20 @@ def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolate
     assert time.monotonic() - started >= 3.0
     status, _, body = http(isolated, "GET", echo)
     assert status == 200 and json.loads(body)["pid"] == worker
-    # One that blocks its server loop for 4 s is answered 504 at 3 s; the worker's next request
-    # waits for the loop, as every request of ComfyUI's would in process, and is answered then.
-    status, _, body = http(isolated, "GET", "/isohost_test/stuck?seconds=4")
-    assert status == 504 and b"within 3 s (route_timeout_seconds)" in body, (status, body)
-    status, _, body = http(isolated, "GET", echo)
+    # One that blocks its server loop until the test lets go is answered 504 at 3 s; the
+    # worker's next request waits for the loop, as every request of ComfyUI's would in process,
+    # and is answered once the handler returns.
+    name = "isohost-stuck-%d-%d" % (os.getpid(), time.monotonic_ns())
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen(1)
+        listener.settimeout(60)
+        status, _, body = http(isolated, "GET", "/isohost_test/stuck?socket=" + name)
+        assert status == 504 and b"within 3 s (route_timeout_seconds)" in body, (status, body)
+        connection, _ = listener.accept()  # the handler, still blocking its loop
+        with connection, connection.makefile("rb") as said:
+            assert int(said.read()) == worker
+    status, _, body = http(isolated, "GET", echo)  # the handler let go on the close above
     assert status == 200 and json.loads(body)["pid"] == worker
     # Its worker killed mid-request: a 503 that says so; the next request gets a fresh worker.
     # (In process this would kill ComfyUI.)

@@ -84,11 +84,23 @@ async def slow(request):
     return web.Response(text="late")
 
 
+def _hold(socket):
+    """Connects to the abstract unix socket `socket` the test listens on, sends this process's
+    pid, and blocks until the test closes that connection (at most 60 s)."""
+    import socket as sockets
+
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as connection:
+        connection.settimeout(60)
+        connection.connect("\0" + socket)
+        connection.sendall(str(os.getpid()).encode())
+        connection.shutdown(sockets.SHUT_WR)
+        connection.recv(1)  # b"" once the test lets go
+    return os.getpid()
+
+
 @routes.get("/isohost_test/stuck")
 async def stuck(request):
-    import time
-
-    time.sleep(float(request.query["seconds"]))  # blocks its server loop; asked of a worker only
+    _hold(request.query["socket"])  # blocks its server loop; asked of a worker only
     return web.Response(text="late")
 
 
@@ -197,8 +209,7 @@ class ScaleImage(io.ComfyNode):
 
 
 class Hold(io.ComfyNode):
-    """Connects to the abstract unix socket `socket` the test listens on, sends its pid, and
-    holds its thread until the test closes that connection (at most 60 s)."""
+    """Holds its thread until the test lets go (_hold)."""
 
     @classmethod
     def define_schema(cls):
@@ -217,15 +228,7 @@ class Hold(io.ComfyNode):
 
     @classmethod
     def execute(cls, socket) -> io.NodeOutput:
-        import socket as sockets
-
-        with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as connection:
-            connection.settimeout(60)
-            connection.connect("\0" + socket)
-            connection.sendall(str(os.getpid()).encode())
-            connection.shutdown(sockets.SHUT_WR)
-            connection.recv(1)  # b"" once the test lets go
-        return io.NodeOutput(str(os.getpid()))
+        return io.NodeOutput(str(_hold(socket)))
 
 
 class SchemaExtension(ComfyExtension):
