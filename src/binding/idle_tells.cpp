@@ -4,15 +4,9 @@
 
 #include <utility>
 
+#include "worker/worker.hpp"
+
 namespace isohost::binding {
-
-namespace {
-
-nlohmann::ordered_json refusal(const std::string& type, const std::string& message) {
-  return {{"ok", false}, {"error", {{"type", type}, {"message", message}}}};
-}
-
-}  // namespace
 
 void IdleTells::serve() {
   std::lock_guard lock(mutex_);
@@ -25,9 +19,10 @@ void IdleTells::push(const std::string& env, const nlohmann::ordered_json& body,
     std::lock_guard lock(mutex_);
     if (closed_) return;
     if (answer && !served_) {
-      refused = refusal("Unsupported",
-                        "no call is in flight to ask, and this host has no handler for asks "
-                        "between calls");
+      refused = worker::failed_answer(
+          "Unsupported",
+          "no call is in flight to ask, and this host has no handler for asks "
+          "between calls");
     } else if (queued_.size() >= kMaxQueued) {
       // Logged once per overflow, not once per tell: the log must not grow without end either.
       if (dropped_++ == 0) {
@@ -35,8 +30,9 @@ void IdleTells::push(const std::string& env, const nlohmann::ordered_json& body,
                      kMaxQueued);
       }
       if (!answer) return;
-      refused = refusal("Busy", std::to_string(kMaxQueued) +
-                                    " tells and asks wait for the host's handlers already");
+      refused =
+          worker::failed_answer("Busy", std::to_string(kMaxQueued) +
+                                            " tells and asks wait for the host's handlers already");
     } else {
       dropped_ = 0;
       Tell tell{env, body};

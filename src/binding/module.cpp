@@ -23,6 +23,7 @@
 #include "pool/pool.hpp"
 #include "wire/frame.hpp"
 #include "wire/json_depth.hpp"
+#include "worker/worker.hpp"
 
 namespace py = pybind11;
 
@@ -49,11 +50,9 @@ nlohmann::ordered_json parse_message(const std::string& text) {
 nlohmann::ordered_json parse_reply(const std::string& reply_text) {
   auto reply = wire::parse_within_depth(reply_text);
   if (reply.is_discarded() || !reply.is_object()) {
-    reply = {{"ok", false},
-             {"error",
-              {{"type", "BadAnswer"},
-               {"message", "the host's answer was not a JSON object nested at most " +
-                               std::to_string(wire::kMaxJsonDepth) + " deep"}}}};
+    return worker::failed_answer("BadAnswer",
+                                 "the host's answer was not a JSON object nested at most " +
+                                     std::to_string(wire::kMaxJsonDepth) + " deep");
   }
   return reply;
 }

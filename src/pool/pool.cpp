@@ -305,12 +305,17 @@ void Pool::pump(Slot& slot) {
 
 worker::Worker::AskHandler Pool::ask_handler(decltype(Request::on_ask) on_ask) {
   if (!on_ask) return nullptr;
-  // The caller answers from its own thread; the worker is written to from the loop only.
+  // The caller answers from its own thread.
   return [this, on_ask = std::move(on_ask)](const nlohmann::ordered_json& ask,
                                             worker::Worker::AskAnswer answer) {
-    on_ask(ask, [this, answer = std::move(answer)](nlohmann::ordered_json reply) {
-      asio::post(io(), [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
-    });
+    on_ask(ask, on_loop(std::move(answer)));
+  };
+}
+
+std::function<void(nlohmann::ordered_json)> Pool::on_loop(
+    std::function<void(nlohmann::ordered_json)> answer) {
+  return [this, answer = std::move(answer)](nlohmann::ordered_json reply) {
+    asio::post(io(), [answer, reply = std::move(reply)]() mutable { answer(std::move(reply)); });
   };
 }
 

@@ -226,6 +226,9 @@ class Pool : private AdmissionSteps {
   void answer_resting(Slot& slot, Pending pending);
   // Request::on_ask as the worker takes it: answers posted back to the loop.
   worker::Worker::AskHandler ask_handler(decltype(Request::on_ask) on_ask);
+  // `answer`, callable from any thread: it runs on the loop, where the worker is written to.
+  std::function<void(nlohmann::ordered_json)> on_loop(
+      std::function<void(nlohmann::ordered_json)> answer);
   void retire(Slot& slot, const std::string& reason);
   void arm_idle_timers(Slot& slot);
   // Runs `action` once the slot's worker has been idle for `window` (zero: never).

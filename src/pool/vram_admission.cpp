@@ -6,7 +6,6 @@
 #include <utility>
 
 #include <spdlog/spdlog.h>
-#include <asio/post.hpp>
 
 #include "pool/pool.hpp"
 
@@ -48,22 +47,13 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
     return;
   }
   if (op == "ask") {  // the worker's own, between calls
-    if (!options_.on_ask) {
-      answer({{"ok", false},
-              {"error",
-               {{"type", "Unsupported"},
-                {"message",
-                 "no call is in flight to ask, and this host serves no asks "
-                 "between calls"}}}});
-      return;
+    if (options_.on_ask) {
+      options_.on_ask(slot.config.name, request, on_loop(std::move(answer)));
+    } else {
+      answer(worker::failed_answer(
+          "Unsupported",
+          "no call is in flight to ask, and this host serves no asks between calls"));
     }
-    // Answered from the handler's own thread, maybe; the worker is written to from the loop.
-    options_.on_ask(slot.config.name, request,
-                    [this, answer = std::move(answer)](nlohmann::ordered_json reply) {
-                      asio::post(io(), [answer, reply = std::move(reply)]() mutable {
-                        answer(std::move(reply));
-                      });
-                    });
     return;
   }
   if (op == "reserve_done") {

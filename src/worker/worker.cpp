@@ -331,13 +331,9 @@ bool Worker::is_worker_request(const std::string& op) {
   return op == "reserve_vram" || op == "reserve_done" || op == "ask" || op == "tell";
 }
 
-namespace {
-
-nlohmann::ordered_json unsupported(const std::string& message) {
-  return {{"ok", false}, {"error", {{"type", "Unsupported"}, {"message", message}}}};
+nlohmann::ordered_json failed_answer(const std::string& type, const std::string& message) {
+  return {{"ok", false}, {"error", {{"type", type}, {"message", message}}}};
 }
-
-}  // namespace
 
 void Worker::handle_worker_request(const nlohmann::ordered_json& body) {
   std::optional<std::int64_t> id;
@@ -351,7 +347,8 @@ void Worker::handle_worker_request(const nlohmann::ordered_json& body) {
     return;
   }
   if (!events_.on_worker_request) {
-    if (id) send_answer(*id, unsupported("this host does not serve worker requests"));
+    if (id)
+      send_answer(*id, failed_answer("Unsupported", "this host does not serve worker requests"));
     return;
   }
   auto answer = [weak = weak_from_this(), id](nlohmann::ordered_json value) {
@@ -364,21 +361,21 @@ void Worker::handle_worker_request(const nlohmann::ordered_json& body) {
 
 void Worker::handle_ask(const nlohmann::ordered_json& body, std::optional<std::int64_t> id) {
   if (op_of(body) == "ask" && !id) throw wire::WireError("ask without an integer id");
+  // Sends an ask's whole reply ({"ok": ...}) once; nothing for a tell or once the worker died.
+  auto answer_once = [weak = weak_from_this(), id,
+                      answered = std::make_shared<bool>(false)](nlohmann::ordered_json reply) {
+    auto self = weak.lock();
+    if (!id || !self || *answered) return;
+    *answered = true;
+    self->send_answer(*id, std::move(reply));
+  };
   const auto name = body.find("name");
   std::string refusal;
   if (name == body.end() || !name->is_string()) {
     refusal = "an ask needs a string 'name'";
   } else if (!request_.handler && events_.on_worker_request) {
-    // Between calls: the worker's own tell or ask (a thread or a task of its own), for the pool;
-    // an ask's whole reply ({"ok": ...}) comes back through the callback, once.
-    auto answered = std::make_shared<bool>(false);
-    events_.on_worker_request(
-        body, [weak = weak_from_this(), id, answered](nlohmann::ordered_json reply) {
-          auto self = weak.lock();
-          if (!id || !self || *answered) return;
-          *answered = true;
-          self->send_answer(*id, std::move(reply));
-        });
+    // Between calls: the worker's own tell or ask (a thread or a task of its own), for the pool.
+    events_.on_worker_request(body, std::move(answer_once));
     return;
   } else if (!request_.on_ask) {
     refusal = request_.handler ? "the caller of " + request_.what + " serves no asks"
@@ -386,19 +383,13 @@ void Worker::handle_ask(const nlohmann::ordered_json& body, std::optional<std::i
   }
   if (!refusal.empty()) {
     if (id) {
-      send_answer(*id, unsupported(refusal));
+      send_answer(*id, failed_answer("Unsupported", refusal));
     } else {
       spdlog::warn("{}: a tell was dropped: {}", identity(), refusal);
     }
     return;
   }
-  auto answered = std::make_shared<bool>(false);
-  request_.on_ask(body, [weak = weak_from_this(), id, answered](nlohmann::ordered_json reply) {
-    auto self = weak.lock();
-    if (!id || !self || *answered) return;
-    *answered = true;
-    self->send_answer(*id, std::move(reply));
-  });
+  request_.on_ask(body, std::move(answer_once));
 }
 
 void Worker::send_answer(std::int64_t id, nlohmann::ordered_json reply) {

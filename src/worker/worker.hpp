@@ -293,4 +293,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
   } ending_;
 };
 
+// An ask's answer that carries no value: {"ok": false, "error": {"type", "message"}}, as the
+// worker raises it (isohost_worker.AskFailed; "Unsupported" when nobody serves the ask).
+nlohmann::ordered_json failed_answer(const std::string& type, const std::string& message);
+
 }  // namespace isohost::worker
