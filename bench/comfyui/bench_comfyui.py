@@ -64,8 +64,9 @@ def raw_trip(rounds):
     return samples
 
 
-def node_samples(tree, rounds):
-    """In process and through the stand-in, for a cheap node (ours) and a real one (Blur)."""
+def node_samples(tree, rounds, worker_env=None):
+    """In process and through the stand-in, for a cheap node (ours) and a real one (Blur).
+    `worker_env`: variables for the worker's environment (its config's `env` table)."""
     import torch
 
     root, pack = tree
@@ -77,6 +78,10 @@ def node_samples(tree, rounds):
     config = base / "isohost.toml"
     config.write_text('[env.bench]\npython = "%s"\npacks = ["%s", "%s"]\n' % (
         sys.executable, pack, REPO / "tests" / "comfyui" / "packs" / "isohost_test_nodes"))
+    if worker_env:
+        with config.open("a") as f:
+            f.write("[env.bench.env]\n" + "".join("%s = %s\n" % (name, json.dumps(value))
+                                                  for name, value in worker_env.items()))
     os.environ["ISOHOST_COMFYUI_CONFIG"] = str(config)
     os.environ["ISOHOST_PYTHONPATH"] = os.environ.get("ISOHOST_BUILD_PYTHON",
                                                       str(REPO / "build" / "python"))

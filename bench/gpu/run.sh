@@ -5,7 +5,8 @@
 # .gpu/ (bench/gpu/prepare.sh makes them) and writes everything under $OUT (or
 # bench/results/gpu when run by hand). `bench/gpu/run.sh comfyui` runs only the ComfyUI checks
 # and bench comfyui (bench/gpu/comfyui.sh, about 8 minutes at worst; carry .whl too, made by
-# bench/gpu/comfyui_wheels.sh), `comfyui-bench` bench comfyui alone (3 minutes), `sleep` only
+# bench/gpu/comfyui_wheels.sh), `comfyui-bench` bench comfyui alone (3 minutes), `node-ab` an
+# isolated node's copies on one thread and on several (4 minutes), `sleep` only
 # sleep's checks and benchmarks (bench/gpu/sleep.sh, about 8 minutes), so that each fits in one
 # run; `all` runs everything, the longer benchmarks too (bench rtt, bench start, bench
 # hibernate).
@@ -22,7 +23,8 @@ bin=.gpu/isohost
   nproc; uname -r; free -g | head -2
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
-if [ "${1:-}" != sleep ] && [ "${1:-}" != comfyui ] && [ "${1:-}" != comfyui-bench ]; then
+if [ "${1:-}" != sleep ] && [ "${1:-}" != comfyui ] && [ "${1:-}" != comfyui-bench ] &&
+  [ "${1:-}" != node-ab ]; then
   timeout 60 $bin footprint | tee "$out/footprint.txt"
   timeout 200 python3 tests/gpu/check_admission_gpu.py "$bin" 2>&1 | tee "$out/admission-checks.txt"
   timeout 200 bench/gpu/zygote.sh "$bin" "$out"
@@ -32,6 +34,8 @@ if [ "${1:-}" = comfyui ] || [ "${1:-}" = all ]; then
   bench/gpu/comfyui.sh "$bin" "$out"
 elif [ "${1:-}" = comfyui-bench ]; then
   bench/gpu/comfyui.sh "$bin" "$out" bench
+elif [ "${1:-}" = node-ab ]; then
+  bench/gpu/comfyui.sh "$bin" "$out" node-ab
 fi
 if [ "${1:-}" = all ]; then
   $bin bench rtt | tee "$out/bench-rtt.txt"

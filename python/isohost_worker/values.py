@@ -35,7 +35,7 @@ import threading
 import warnings
 import weakref
 
-from isohost_worker import frames
+from isohost_worker import frames, parallel_copy
 
 PICKLE5 = "pickle5"
 # Buffers smaller than this are copied into the pickle stream: a memfd costs a few system
@@ -455,7 +455,7 @@ class _Spares:
                 flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
                 mapping = mmap.mmap(fd, view.nbytes, flags=flags,
                                     prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            mapping[:] = view
+            parallel_copy.copy(mapping, view)
             self._mappings[key] = mapping
             while (len(self._mappings) > MAX_SPARES
                    or sum(len(m) for m in self._mappings.values()) > MAX_SPARE_BYTES):

@@ -1,0 +1,119 @@
+"""How fast a 12 MiB IMAGE can be copied into a memfd's kept mapping, the copy each isolated
+node pays once each way (issue 12; bench/results/*-copy-probe). Prints one line per way:
+the median and best of 200 copies, beside a warm torch clone (the limit bench comfyui counts).
+
+The destinations rotate over four memfds, as the spares cycle between host and worker, so a
+copy meets a destination another copy left out of the cache.
+
+    python3 bench/gpu/copy_probe.py [MiB]
+"""
+
+import ctypes
+import mmap
+import os
+import statistics
+import sys
+import threading
+import time
+
+import torch
+
+
+def timed(copy, rounds=200, warmup=20):
+    samples = []
+    for i in range(rounds + warmup):
+        start = time.perf_counter()
+        copy(i)
+        if i >= warmup:
+            samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples), min(samples)
+
+
+class Threads:
+    """N-1 threads that each memmove a slice, the caller the first one."""
+
+    def __init__(self, n):
+        self.n = n
+        self.cond = threading.Condition()
+        self.job = None
+        self.generation = 0
+        self.left = 0
+        for index in range(1, n):
+            threading.Thread(target=self._serve, args=(index,), daemon=True).start()
+
+    def _serve(self, index):
+        seen = 0
+        while True:
+            with self.cond:
+                while self.generation == seen:
+                    self.cond.wait()
+                seen = self.generation
+                dst, src, size = self.job
+            self._slice(index, dst, src, size)
+            with self.cond:
+                self.left -= 1
+                if not self.left:
+                    self.cond.notify_all()
+
+    def _slice(self, index, dst, src, size):
+        step = -(-size // self.n)
+        begin = index * step
+        if begin < size:
+            ctypes.memmove(dst + begin, src + begin, min(step, size - begin))
+
+    def copy(self, dst, src, size):
+        with self.cond:
+            self.job = (dst, src, size)
+            self.left = self.n - 1
+            self.generation += 1
+            self.cond.notify_all()
+        self._slice(0, dst, src, size)
+        with self.cond:
+            while self.left:
+                self.cond.wait()
+
+
+def main():
+    mib = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+    size = mib << 20
+    image = torch.rand(size // 4)
+    source = (ctypes.c_char * size).from_address(image.data_ptr())
+    maps = []
+    for _ in range(4):
+        fd = os.memfd_create("probe")
+        os.ftruncate(fd, size)
+        maps.append(mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE))
+        os.close(fd)
+    addresses = [ctypes.addressof(ctypes.c_char.from_buffer(m)) for m in maps]
+    tensors = [torch.frombuffer(m, dtype=torch.uint8) for m in maps]
+    source_bytes = image.view(torch.uint8)
+    cpus = len(os.sched_getaffinity(0))
+    print("%d MiB, %d cpus, torch %s with %d threads" % (mib, cpus, torch.__version__,
+                                                       torch.get_num_threads()))
+    rows = [("clone (warm, torch's threads)", timed(lambda i: image.clone()))]
+    rows.append(("mmap slice (one thread)", timed(lambda i: maps[i % 4].__setitem__(
+        slice(None), source))))
+    rows.append(("memmove (one thread)", timed(lambda i: ctypes.memmove(addresses[i % 4],
+                                                                         image.data_ptr(), size))))
+    for n in (2, 4, 8, 16):
+        if n > cpus:
+            break
+        pool = Threads(n)
+        rows.append(("memmove, %d threads" % n, timed(
+            lambda i: pool.copy(addresses[i % 4], image.data_ptr(), size))))
+    threads = torch.get_num_threads()
+    for n in (1, 2, 4, 8, 16):
+        if n > cpus:
+            break
+        torch.set_num_threads(n)
+        rows.append(("torch copy_, %d threads" % n, timed(
+            lambda i: tensors[i % 4].copy_(source_bytes))))
+    torch.set_num_threads(threads)
+    base = rows[0][1][0]
+    for name, (median, best) in rows:
+        print("%-32s median %7.3f ms  best %7.3f  x%5.2f of the clone" % (name, median, best,
+                                                                          median / base))
+
+
+if __name__ == "__main__":
+    main()

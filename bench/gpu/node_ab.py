@@ -1,0 +1,93 @@
+"""An isolated node's price under two or more settings, taken in turn on one machine (issue 12).
+
+Each round runs bench comfyui's node figures (bench/comfyui/bench_comfyui.py, node_samples:
+Invert and Blur on a 1024x1024 IMAGE, in process and through the adapter's stand-in) in a fresh
+process per setting, with values.encode and values.decode timed on both sides
+(bench/gpu/stamps), and prints each figure's median per setting:
+
+    python3 bench/gpu/node_ab.py ROUNDS SAMPLES NAME=VAR=VALUE[,VAR=VALUE] ...
+    python3 bench/gpu/node_ab.py 3 300 one=ISOHOST_COPY_THREADS=1 default=
+
+Run with ComfyUI's interpreter and ISOHOST_BUILD_PYTHON set, as bench comfyui is.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def one(root, pack, samples):
+    """This process's figures: node medians, then both sides' encode/decode medians."""
+    sys.path.insert(0, str(REPO / "bench" / "comfyui"))
+    import bench_comfyui
+
+    stamps = Path(os.environ["ISOHOST_STAMPS"])
+    figures = {name: statistics.median(values) for name, values in
+               bench_comfyui.node_samples((Path(root), Path(pack)), samples, worker_env={
+                   "PYTHONPATH": os.environ["PYTHONPATH"]}).items()}
+    mine = "%d.log" % os.getpid()
+    for log in stamps.glob("*.log"):
+        side = "host" if log.name == mine else "worker"
+        if side == "host":
+            from sitecustomize import _flush
+            _flush()
+        split = defaultdict(list)
+        for line in log.read_text().splitlines():
+            name, ms = line.split()
+            split[name].append(float(ms))
+        for name, values in split.items():
+            figures["%s.%s" % (side, name)] = statistics.median(values)
+    print(json.dumps(figures))
+
+
+def settings(argument):
+    name, _, assignments = argument.partition("=")
+    env = {}
+    for assignment in filter(None, assignments.split(",")):
+        variable, _, value = assignment.partition("=")
+        env[variable] = value
+    return name, env
+
+
+def main():
+    if sys.argv[1] == "--one":
+        one(*sys.argv[2:4], int(sys.argv[4]))
+        return
+    rounds, samples = int(sys.argv[1]), int(sys.argv[2])
+    cases = [settings(a) for a in sys.argv[3:]]
+    sys.path.insert(0, str(REPO / "tests" / "comfyui"))
+    from comfy_server import unpack
+
+    root, pack = unpack(Path(tempfile.mkdtemp(prefix="isohost-node-ab-")))
+    results = defaultdict(lambda: defaultdict(list))
+    for _ in range(rounds):
+        for name, env in cases:
+            stamps = tempfile.mkdtemp(prefix="isohost-stamps-")
+            child_env = dict(os.environ, ISOHOST_STAMPS=stamps, **env)
+            child_env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(REPO / "bench" / "gpu" / "stamps"), os.environ.get("PYTHONPATH")]))
+            done = subprocess.run([sys.executable, __file__, "--one", str(root), str(pack),
+                                   str(samples)], env=child_env, capture_output=True, text=True)
+            if done.returncode:
+                sys.exit("%s failed:\n%s" % (name, done.stderr[-3000:]))
+            for figure, value in json.loads(done.stdout.splitlines()[-1]).items():
+                results[figure][name].append(value)
+    names = [name for name, _ in cases]
+    print("%-28s %s  (median of each round's median, ms; rounds in turn)" % (
+        "figure", "  ".join("%-22s" % n for n in names)))
+    for figure, by_case in sorted(results.items()):
+        print("%-28s %s" % (figure, "  ".join(
+            "%-22s" % ("%.3f (%s)" % (statistics.median(by_case[n]),
+                                      " ".join("%.2f" % v for v in by_case[n])))
+            for n in names)))
+
+
+if __name__ == "__main__":
+    main()
