@@ -1,9 +1,13 @@
 """A large buffer copied into a memfd's mapping by several threads at once.
 
-One thread's memmove of a 12 MiB IMAGE reaches a fraction of the machine's memory bandwidth:
-on the 2-core CPU machine 0.83 ms where two threads take 0.55 (bench/gpu/copy_probe.py), and
-each isolated node pays such a copy on each side. ctypes.memmove releases the GIL, so plain
-threads copy in parallel; each takes one slice. Standard library only.
+One thread's memmove of a 12 MiB IMAGE reaches a fraction of the machine's memory bandwidth,
+and each isolated node pays such a copy on each side: on the H100 machine (16 cores) 1.1 ms
+alone, 0.36 ms on four threads (bench/gpu/copy_probe.py); in an isolated node's call each
+side's encoding fell from 1.1 to 0.68 ms and the node from 4.4 to 3.3 ms
+(bench/results/h100-2026-12-06-copy). ctypes.memmove releases the GIL, so plain threads copy
+in parallel, each a slice; they block between copies. torch's copy_ on its intra-op threads
+copies faster alone (0.06 ms on 16), but its threads then spin, by default, and held the cores
+the other process needed: the isolated node took twice as long. Standard library only.
 
 ISOHOST_COPY_THREADS sets how many threads copy (1: the caller alone); by default one per CPU
 this process may run on, at most MAX_THREADS, and no more than one per MIN_SLICE bytes.
@@ -14,9 +18,11 @@ import os
 import threading
 import warnings
 
-# Below this a copy is the caller's alone: waking a thread costs more than it saves.
+# Each thread copies at least this much (a smaller buffer is the caller's alone): waking a
+# thread costs more than it saves on less. Four threads copied as fast as eight on the H100
+# machine (0.36 ms for 12 MiB), sixteen slower (1.06).
 MIN_SLICE = 2 << 20
-MAX_THREADS = 8
+MAX_THREADS = 4
 
 
 def copy(destination, source):

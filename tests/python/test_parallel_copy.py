@@ -1,0 +1,149 @@
+"""isohost_worker.parallel_copy: a large buffer copied into a mapping by several threads. Each
+case runs in a fresh interpreter, since the module's threads live as long as their process."""
+
+import subprocess
+import sys
+import textwrap
+
+from conftest import PACKAGE_PARENT
+
+PREAMBLE = textwrap.dedent("""
+    import mmap, os, random, sys, threading
+    sys.path.insert(0, %r)
+    from isohost_worker import parallel_copy
+    def mapping(size):
+        return mmap.mmap(-1, size)
+    def random_bytes(size):
+        return bytearray(random.Random(size).randbytes(size))
+    def copy_threads():
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("isohost-copy"))
+""" % str(PACKAGE_PARENT))
+
+
+def run(script, **env):
+    import os
+
+    done = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(script)],
+                          env=dict(os.environ, **env), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_a_large_buffer_is_copied_whole_by_its_threads_in_slices_of_uneven_size():
+    run("""
+        assert "torch" not in sys.modules
+        size = 5 * parallel_copy.MIN_SLICE + 7  # three slices, the last one short
+        source = random_bytes(size)
+        destination = mapping(size)
+        parallel_copy.copy(destination, memoryview(source))
+        assert destination[:] == source
+        assert copy_threads() == ["isohost-copy-1", "isohost-copy-2"], copy_threads()
+        source.reverse()
+        parallel_copy.copy(destination, memoryview(source))  # the same threads, a second copy
+        assert destination[:] == source
+        assert len(copy_threads()) == 2
+    """, ISOHOST_COPY_THREADS="3")
+
+
+def test_small_read_only_or_single_thread_copies_start_no_thread():
+    run("""
+        small = random_bytes(parallel_copy.MIN_SLICE)
+        destination = mapping(len(small))
+        parallel_copy.copy(destination, memoryview(small))
+        assert destination[:] == small
+        large = bytes(random_bytes(3 * parallel_copy.MIN_SLICE))
+        destination = mapping(len(large))
+        parallel_copy.copy(destination, memoryview(large))  # read-only: the caller's alone
+        assert destination[:] == large
+        assert copy_threads() == [], copy_threads()
+    """, ISOHOST_COPY_THREADS="4")
+    run("""
+        large = random_bytes(8 * parallel_copy.MIN_SLICE)
+        destination = mapping(len(large))
+        parallel_copy.copy(destination, memoryview(large))
+        assert destination[:] == large
+        assert parallel_copy.thread_count() == 1 and copy_threads() == []
+    """, ISOHOST_COPY_THREADS="1")
+
+
+def test_a_bad_thread_count_warns_by_name_and_copies_with_the_default():
+    done = run("""
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            count = parallel_copy.thread_count()
+        assert count == max(1, min(parallel_copy.MAX_THREADS, len(os.sched_getaffinity(0))))
+        print(caught[0].message)
+    """, ISOHOST_COPY_THREADS="lots")
+    assert "ISOHOST_COPY_THREADS='lots' is not a whole number of threads" in done.stdout
+
+
+def test_an_exception_raised_in_the_caller_mid_copy_waits_for_every_slice():
+    """ComfyUI's interrupt reaches a worker's main thread as an exception at any bytecode; the
+    caller may unmap the destination once copy() returns, so no slice may still be running.
+    The caller's own slice raises while the copy thread's is held; that one is let go only once
+    the caller is either waiting for it or has left copy()."""
+    run("""
+        import ctypes, time
+        held, release, finished, caught = (threading.Event() for _ in range(4))
+        in_own_slice, interrupt_sent = threading.Event(), threading.Event()
+        real_slice = parallel_copy._copy_slice
+        def held_slice(index, *args):
+            real_slice(index, *args)
+            if index == 1:
+                held.set()
+                release.wait()
+                finished.set()
+            else:
+                in_own_slice.set()
+                interrupt_sent.wait()
+                for _ in range(100):  # bytecode: the pending interrupt is raised here
+                    pass
+        parallel_copy._copy_slice = held_slice
+        main = threading.get_ident()
+        def waiting_for_slices(thread):
+            frame = sys._current_frames().get(thread)
+            while frame is not None and frame.f_code.co_name != "_wait_for_slices":
+                frame = frame.f_back
+            return frame is not None
+        def interrupt():
+            held.wait()
+            in_own_slice.wait()
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main),
+                                                       ctypes.py_object(KeyboardInterrupt))
+            interrupt_sent.set()
+            while not caught.is_set() and not waiting_for_slices(main):
+                time.sleep(0.001)
+            release.set()
+        threading.Thread(target=interrupt).start()
+        size = 4 * parallel_copy.MIN_SLICE
+        source = random_bytes(size)
+        destination = mapping(size)
+        try:
+            parallel_copy.copy(destination, memoryview(source))
+        except KeyboardInterrupt:
+            caught.set()
+            assert finished.is_set(), "copy() returned while a slice was still copying"
+        else:
+            raise AssertionError("the interrupt was lost")
+        assert destination[:] == source
+    """, ISOHOST_COPY_THREADS="2")
+
+
+def test_a_forked_child_copies_on_threads_of_its_own():
+    run("""
+        size = 4 * parallel_copy.MIN_SLICE
+        source = random_bytes(size)
+        destination = mapping(size)
+        parallel_copy.copy(destination, memoryview(source))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                source.reverse()
+                parallel_copy.copy(destination, memoryview(source))
+                ok = destination[:] == source and copy_threads() == ["isohost-copy-1"]
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+    """, ISOHOST_COPY_THREADS="2")
