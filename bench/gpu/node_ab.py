@@ -40,10 +40,15 @@ def one(root, pack, samples):
             _flush()
         split = defaultdict(list)
         for line in log.read_text().splitlines():
-            name, ms = line.split()
+            name, ms, faults = line.split()
             split[name].append(float(ms))
+            split[name + "_faults"].append(int(faults))
+        # node_samples calls Invert, then Blur, as many times each: the first half of each
+        # function's stamps is Invert's.
         for name, values in split.items():
-            figures["%s.%s" % (side, name)] = statistics.median(values)
+            half = len(values) // 2
+            figures["%s.%s.Invert" % (side, name)] = statistics.median(values[:half])
+            figures["%s.%s.Blur" % (side, name)] = statistics.median(values[half:])
     print(json.dumps(figures))
 
 

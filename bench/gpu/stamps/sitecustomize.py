@@ -1,11 +1,14 @@
-"""Times values.encode and values.decode in every Python process that starts with this
-directory on PYTHONPATH and ISOHOST_STAMPS set (a directory): each such process appends
-'encode MS' and 'decode MS' lines to ISOHOST_STAMPS/PID.log. For bench/gpu/node_ab.py only:
-it splits an isolated node's time into both sides' encoding and decoding."""
+"""Times a few functions of the worker's runtime in every Python process that starts with this
+directory on PYTHONPATH and ISOHOST_STAMPS set (a directory): values.encode and values.decode
+(either side), calls.call (a worker's call, its arguments decoded and the function run) and
+the ComfyUI worker's nodes.run (the node with ComfyUI's state around it). Each process appends
+'NAME MS MINOR_FAULTS' lines to ISOHOST_STAMPS/PID.log. For bench/gpu/node_ab.py only: it
+splits an isolated node's time."""
 
 import importlib.abc
 import importlib.util
 import os
+import resource
 import sys
 import time
 
@@ -22,40 +25,49 @@ def _timed(module, name):
     function = getattr(module, name)
 
     def timed(*args, **kwargs):
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
         try:
             return function(*args, **kwargs)
         finally:
-            _lines.append("%s %.4f\n" % (name, (time.perf_counter() - start) * 1e3))
+            _lines.append("%s %.4f %d\n" % (
+                name, (time.perf_counter() - start) * 1e3,
+                resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults))
             if len(_lines) >= 20:
                 _flush()
 
     setattr(module, name, timed)
 
 
+# The functions timed, by module.
+_TIMED = {"isohost_worker.values": ("encode", "decode"), "isohost_worker.calls": ("call",),
+          "isohost_comfy_worker.nodes": ("run",)}
+
+
 class _Loader(importlib.abc.Loader):
-    def __init__(self, real):
+    def __init__(self, real, names):
         self.real = real
+        self.names = names
 
     def create_module(self, spec):
         return self.real.create_module(spec)
 
     def exec_module(self, module):
         self.real.exec_module(module)
-        _timed(module, "encode")
-        _timed(module, "decode")
+        for name in self.names:
+            _timed(module, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname != "isohost_worker.values":
+        if fullname not in _TIMED:
             return None
         sys.meta_path.remove(self)
         try:
             spec = importlib.util.find_spec(fullname)
         finally:
             sys.meta_path.insert(0, self)
-        spec.loader = _Loader(spec.loader)
+        spec.loader = _Loader(spec.loader, _TIMED[fullname])
         return spec
 
 
