@@ -64,9 +64,10 @@ def raw_trip(rounds):
     return samples
 
 
-def node_samples(tree, rounds, worker_env=None):
+def node_samples(tree, rounds, worker_env=None, host_table=None):
     """In process and through the stand-in, for a cheap node (ours) and a real one (Blur).
-    `worker_env`: variables for the worker's environment (its config's `env` table)."""
+    `worker_env`: variables for the worker's environment (its config's `env` table);
+    `host_table`: keys of the config's [host] table (whole numbers)."""
     import torch
 
     root, pack = tree
@@ -78,6 +79,9 @@ def node_samples(tree, rounds, worker_env=None):
     config = base / "isohost.toml"
     config.write_text('[env.bench]\npython = "%s"\npacks = ["%s", "%s"]\n' % (
         sys.executable, pack, REPO / "tests" / "comfyui" / "packs" / "isohost_test_nodes"))
+    if host_table:
+        config.write_text("[host]\n" + "".join("%s = %d\n" % item for item in host_table.items())
+                          + config.read_text())
     if worker_env:
         with config.open("a") as f:
             f.write("[env.bench.env]\n" + "".join("%s = %s\n" % (name, json.dumps(value))

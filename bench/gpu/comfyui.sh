@@ -17,7 +17,7 @@ export ISOHOST_COMFY_PYTHON=python3 ISOHOST_PACK_PYTHON=python3 ISOHOST_COMFY_DE
 if [ "${3:-}" = node-ab ]; then
   python3 bench/gpu/copy_probe.py 2>&1 | tee "$out/copy-probe.txt"
   ISOHOST_COMFY_DEVICE=cpu PYTHONPATH=/tmp/isohost-site timeout 420 python3 bench/gpu/node_ab.py \
-    ${NODE_AB_ROUNDS:-3} 300 one-thread=ISOHOST_COPY_THREADS=1 default= 2>&1 | tee "$out/node-ab.txt"
+    ${NODE_AB_ROUNDS:-3} 300 ${NODE_AB_SETTINGS:-one-thread=ISOHOST_COPY_THREADS=1 default=} 2>&1 | tee "$out/node-ab.txt"
   exit 0
 fi
 if [ "${3:-}" != bench ]; then

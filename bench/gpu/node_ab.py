@@ -8,9 +8,13 @@ process per setting, with values.encode and values.decode timed on both sides
     python3 bench/gpu/node_ab.py ROUNDS SAMPLES NAME=VAR=VALUE[,VAR=VALUE] ...
     python3 bench/gpu/node_ab.py 3 300 one=ISOHOST_COPY_THREADS=1 default=
 
+A setting's variable NODE_AB_HOST_TABLE (JSON: {"worker_poll_microseconds": 2000}) sets keys of
+the config's [host] table instead.
+
 Run with ComfyUI's interpreter and ISOHOST_BUILD_PYTHON set, as bench comfyui is.
 """
 
+import bisect
 import json
 import os
 import statistics
@@ -31,25 +35,61 @@ def one(root, pack, samples):
     stamps = Path(os.environ["ISOHOST_STAMPS"])
     figures = {name: statistics.median(values) for name, values in
                bench_comfyui.node_samples((Path(root), Path(pack)), samples, worker_env={
-                   "PYTHONPATH": os.environ["PYTHONPATH"]}).items()}
+                   "PYTHONPATH": os.environ["PYTHONPATH"]}, host_table=json.loads(
+                       os.environ.get("NODE_AB_HOST_TABLE", "{}"))).items()}
+    from sitecustomize import _flush
+
+    _flush()
     mine = "%d.log" % os.getpid()
+    spans = {}
     for log in stamps.glob("*.log"):
         side = "host" if log.name == mine else "worker"
-        if side == "host":
-            from sitecustomize import _flush
-            _flush()
         split = defaultdict(list)
         for line in log.read_text().splitlines():
-            name, ms, faults = line.split()
+            name, ms, faults, start, end = line.split()
             split[name].append(float(ms))
             split[name + "_faults"].append(int(faults))
+            spans.setdefault((side, name), []).append((float(start), float(end)))
         # node_samples calls Invert, then Blur, as many times each: the first half of each
         # function's stamps is Invert's.
         for name, values in split.items():
             half = len(values) // 2
             figures["%s.%s.Invert" % (side, name)] = statistics.median(values[:half])
             figures["%s.%s.Blur" % (side, name)] = statistics.median(values[half:])
+    figures.update(hops(spans))
     print(json.dumps(figures))
+
+
+def hops(spans):
+    """Each call's two hops: from the host's encoding's end to the start of the worker's next
+    call (hop_in), and from the end of the worker's encoding (its reply) to the start of the
+    host's next decoding (hop_out), in ms, Invert's and Blur's apart (the first half of the
+    host's encodings is Invert's). Matched by time: either side also stamps what is not a
+    node's call, and the worker's last lines may not be written."""
+    host_encode = spans.get(("host", "encode"), [])
+    worker_call = sorted(spans.get(("worker", "call"), []))
+    worker_encode = sorted(spans.get(("worker", "encode"), []))
+    host_decode = sorted(spans.get(("host", "decode"), []))
+    half = len(host_encode) // 2
+    out = defaultdict(list)
+    for index, (_, sent) in enumerate(host_encode):
+        node = "Invert" if index < half else "Blur"
+        call = _first_after(worker_call, sent)
+        if call is None:
+            continue
+        out["hop_in." + node].append((call[0] - sent) * 1e3)
+        reply = _first_after(worker_encode, call[0])
+        if reply is None:
+            continue
+        read = _first_after(host_decode, reply[1])
+        if read is not None:
+            out["hop_out." + node].append((read[0] - reply[1]) * 1e3)
+    return {name: statistics.median(values) for name, values in out.items()}
+
+
+def _first_after(spans, moment):
+    index = bisect.bisect_left(spans, (moment,))
+    return spans[index] if index < len(spans) else None
 
 
 def settings(argument):

@@ -2,7 +2,8 @@
 directory on PYTHONPATH and ISOHOST_STAMPS set (a directory): values.encode and values.decode
 (either side), calls.call (a worker's call, its arguments decoded and the function run) and
 the ComfyUI worker's nodes.run (the node with ComfyUI's state around it). Each process appends
-'NAME MS MINOR_FAULTS' lines to ISOHOST_STAMPS/PID.log. For bench/gpu/node_ab.py only: it
+'NAME MS MINOR_FAULTS START END' lines (START and END on CLOCK_MONOTONIC, in seconds, one clock
+for every process) to ISOHOST_STAMPS/PID.log. For bench/gpu/node_ab.py only: it
 splits an isolated node's time."""
 
 import importlib.abc
@@ -26,13 +27,14 @@ def _timed(module, name):
 
     def timed(*args, **kwargs):
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        start = time.perf_counter()
+        start = time.monotonic()
         try:
             return function(*args, **kwargs)
         finally:
-            _lines.append("%s %.4f %d\n" % (
-                name, (time.perf_counter() - start) * 1e3,
-                resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults))
+            end = time.monotonic()
+            _lines.append("%s %.4f %d %.6f %.6f\n" % (
+                name, (end - start) * 1e3,
+                resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, start, end))
             if len(_lines) >= 20:
                 _flush()
 
