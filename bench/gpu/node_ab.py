@@ -9,7 +9,8 @@ process per setting, with values.encode and values.decode timed on both sides
     python3 bench/gpu/node_ab.py 3 300 one=ISOHOST_COPY_THREADS=1 default=
 
 A setting's variable NODE_AB_HOST_TABLE (JSON: {"worker_poll_microseconds": 2000}) sets keys of
-the config's [host] table instead.
+the config's [host] table instead, NODE_AB_WORKER_ENV (JSON) variables of the worker alone (its
+`env` table).
 
 Run with ComfyUI's interpreter and ISOHOST_BUILD_PYTHON set, as bench comfyui is.
 """
@@ -34,8 +35,9 @@ def one(root, pack, samples):
 
     stamps = Path(os.environ["ISOHOST_STAMPS"])
     figures = {name: statistics.median(values) for name, values in
-               bench_comfyui.node_samples((Path(root), Path(pack)), samples, worker_env={
-                   "PYTHONPATH": os.environ["PYTHONPATH"]}, host_table=json.loads(
+               bench_comfyui.node_samples((Path(root), Path(pack)), samples, worker_env=dict(
+                   json.loads(os.environ.get("NODE_AB_WORKER_ENV", "{}")),
+                   PYTHONPATH=os.environ["PYTHONPATH"]), host_table=json.loads(
                        os.environ.get("NODE_AB_HOST_TABLE", "{}"))).items()}
     from sitecustomize import _flush
 
