@@ -162,6 +162,50 @@ def test_tells_that_pile_up_behind_a_stuck_handler_are_dropped_and_the_host_serv
         assert 4096 < len(received) < 6000 and received == sorted(received)
 
 
+def test_an_ask_between_calls_behind_a_full_queue_is_refused_as_busy_and_the_host_serves_on(
+        tmp_path, capfd):
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    result = tmp_path / "outcome.json"
+    release, served = threading.Event(), []
+
+    def stuck(value):
+        release.wait(60)
+
+    with isohost.Host(config(call_timeout_seconds=60)) as host:
+        host.on_ask("flood", stuck)
+        host.on_ask("probe", lambda value: "answered")
+        assert host.call("w", F + "ask_when_flooded", str(fifo), "flood", 5000, "probe",
+                         str(result)) == "later"
+        with open(fifo, "w") as f:
+            f.write("go\n")
+            f.flush()
+            deadline, log = time.monotonic() + 60, ""
+            while "tells dropped: 4096 wait for the host's handlers" not in log:
+                assert time.monotonic() < deadline, log
+                log += capfd.readouterr().err
+                time.sleep(0.01)
+            f.write("ask\n")
+        deadline = time.monotonic() + 60
+        while not result.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        release.set()
+        assert json.loads(result.read_text()) == {"error": [
+            "Busy", "4096 tells and asks wait for the host's handlers already"]}
+        # The queue drains, and the next ask between calls is answered.
+        again = tmp_path / "again"
+        os.mkfifo(again)
+        asked = threading.Event()
+        host.on_ask("echo", lambda value: value)
+        host.on_ask("asked", lambda outcome: served.append(outcome) or asked.set())
+        assert host.call("w", F + "ask_after_call", str(again), "echo", 7) == "later"
+        with open(again, "w") as f:
+            f.write("go\n")
+        assert asked.wait(60)
+        assert served == [{"answer": 7}]
+
+
 def test_asks_are_served_for_call_async_on_the_loop_thread(host):
     threads = []
     host.on_ask("progress", lambda v: threads.append(threading.get_ident()) or v["value"])

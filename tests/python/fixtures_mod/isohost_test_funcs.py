@@ -5,6 +5,7 @@ Start a worker with `--path tests/python/fixtures_mod` and call e.g.
 import torch when called.
 """
 
+import json
 import os
 import sys
 import threading
@@ -397,6 +398,28 @@ def tell_flood_after_call(fifo, name, count, ack):
             time.sleep(0.02)
 
     threading.Thread(target=flood, daemon=True).start()
+    return "later"
+
+
+def ask_when_flooded(fifo, name, count, ask_name, result_path):
+    """Returns at once; a thread of the worker's then tells `name` `count` times when a first
+    line comes through `fifo`, asks `ask_name` at a second, and writes what came back to
+    `result_path` as JSON ({"answer": A} or {"error": [type, message]}), whole at once."""
+    def flood_then_ask():
+        with open(fifo) as f:
+            f.readline()
+            for value in range(count):
+                isohost_worker.tell(name, value)
+            f.readline()
+        try:
+            outcome = {"answer": isohost_worker.ask(ask_name)}
+        except isohost_worker.AskFailed as e:
+            outcome = {"error": [e.type_name, e.message]}
+        with open(result_path + ".part", "w") as out:
+            json.dump(outcome, out)
+        os.rename(result_path + ".part", result_path)
+
+    threading.Thread(target=flood_then_ask, daemon=True).start()
     return "later"
 
 
