@@ -28,7 +28,9 @@ MAX_THREADS = 4
 def copy(destination, source):
     """Copy the bytes of `source` into `destination`, writable buffers of one size (a
     memoryview of the source, a mapping); in slices on this process's copy threads when it is
-    large. A read-only source is copied by the caller alone (ctypes cannot take its address)."""
+    large. A read-only source is copied by the caller alone (ctypes cannot take its address).
+    The caller must not hold a lock that a finalizer may take: a garbage collection may run on
+    a copy thread while the caller waits for it."""
     size = len(memoryview(source).cast("B"))
     threads = _threads_here()
     if threads.count == 1 or size < 2 * MIN_SLICE or memoryview(source).readonly:

@@ -379,6 +379,9 @@ class _Spares:
         # here, six times the copy), where a kept mapping sees the new bytes with none. The
         # mapping keeps the file alive, so no other memfd can have its inode meanwhile.
         self._received = {}
+        # How many times drop() gave everything back: a copy that began before one keeps
+        # nothing after it.
+        self._drops = 0
         self.pid = os.getpid()
 
     def track(self, fd, size, peer):
@@ -446,16 +449,23 @@ class _Spares:
     def copy_into(self, fd, view):
         """Copy `view` into the spare `fd` (of exactly its size) through a writable shared
         mapping kept for the next reuse; at most MAX_SPARES (and MAX_SPARE_BYTES) are kept,
-        older ones unmapped. Under the lock, so no other thread unmaps it mid-copy."""
+        older ones unmapped. The mapping is out of the table while the copy runs, so no other
+        thread unmaps it meanwhile; the lock is not held during the copy, since a finalizer
+        that a garbage collection runs on a copy thread may need it (parallel_copy)."""
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
         with self._lock:
             mapping = self._mappings.pop(key, None)
-            if mapping is None or len(mapping) != view.nbytes:
-                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-                mapping = mmap.mmap(fd, view.nbytes, flags=flags,
-                                    prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            parallel_copy.copy(mapping, view)
+            drops = self._drops
+        if mapping is None or len(mapping) != view.nbytes:
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            mapping = mmap.mmap(fd, view.nbytes, flags=flags,
+                                prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        parallel_copy.copy(mapping, view)
+        with self._lock:
+            if drops != self._drops:  # released meanwhile: keep nothing
+                _close_map(mapping)
+                return
             self._mappings[key] = mapping
             while (len(self._mappings) > MAX_SPARES
                    or sum(len(m) for m in self._mappings.values()) > MAX_SPARE_BYTES):
@@ -503,6 +513,7 @@ class _Spares:
         received = []
         with self._lock:
             if peer is None:
+                self._drops += 1
                 dropped, self._free = self._free, []
                 for queue in self._returns.values():
                     dropped.extend(queue)
