@@ -3,7 +3,9 @@ node pays once each way (issue 12; bench/results/*-copy-probe). Prints one line 
 the median and best of 200 copies, beside a warm torch clone (the limit bench comfyui counts).
 
 The destinations rotate over four memfds, as the spares cycle between host and worker, so a
-copy meets a destination another copy left out of the cache.
+copy meets a destination another copy left out of the cache. The memmove rows on several
+threads use isohost_worker.parallel_copy's (each slice at least its MIN_SLICE, 2 MiB: six at
+most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one slice a thread).
 
     python3 bench/gpu/copy_probe.py [MiB]
 """
@@ -13,10 +15,13 @@ import mmap
 import os
 import statistics
 import sys
-import threading
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from isohost_worker import parallel_copy  # noqa: E402
 
 
 def timed(copy, rounds=200, warmup=20):
@@ -27,50 +32,6 @@ def timed(copy, rounds=200, warmup=20):
         if i >= warmup:
             samples.append((time.perf_counter() - start) * 1e3)
     return statistics.median(samples), min(samples)
-
-
-class Threads:
-    """N-1 threads that each memmove a slice, the caller the first one."""
-
-    def __init__(self, n):
-        self.n = n
-        self.cond = threading.Condition()
-        self.job = None
-        self.generation = 0
-        self.left = 0
-        for index in range(1, n):
-            threading.Thread(target=self._serve, args=(index,), daemon=True).start()
-
-    def _serve(self, index):
-        seen = 0
-        while True:
-            with self.cond:
-                while self.generation == seen:
-                    self.cond.wait()
-                seen = self.generation
-                dst, src, size = self.job
-            self._slice(index, dst, src, size)
-            with self.cond:
-                self.left -= 1
-                if not self.left:
-                    self.cond.notify_all()
-
-    def _slice(self, index, dst, src, size):
-        step = -(-size // self.n)
-        begin = index * step
-        if begin < size:
-            ctypes.memmove(dst + begin, src + begin, min(step, size - begin))
-
-    def copy(self, dst, src, size):
-        with self.cond:
-            self.job = (dst, src, size)
-            self.left = self.n - 1
-            self.generation += 1
-            self.cond.notify_all()
-        self._slice(0, dst, src, size)
-        with self.cond:
-            while self.left:
-                self.cond.wait()
 
 
 def main():
@@ -98,9 +59,9 @@ def main():
     for n in (2, 4, 8, 16):
         if n > cpus:
             break
-        pool = Threads(n)
+        pool = parallel_copy._CopyThreads(n)  # the threads values.py copies with, n of them
         rows.append(("memmove, %d threads" % n, timed(
-            lambda i: pool.copy(addresses[i % 4], image.data_ptr(), size))))
+            lambda i: pool.run(addresses[i % 4], image.data_ptr(), size))))
     threads = torch.get_num_threads()
     for n in (1, 2, 4, 8, 16):
         if n > cpus:

@@ -149,17 +149,23 @@ def test_tells_that_pile_up_behind_a_stuck_handler_are_dropped_and_the_host_serv
         assert host.call("w", F + "tell_flood_after_call", str(fifo), "flood", 6000,
                          str(ack)) == "later"
         with open(fifo, "w") as f:
-            f.write("go\n")
-            f.flush()
-            deadline, log = time.monotonic() + 60, ""
-            while "tells dropped: 4096 wait for the host's handlers" not in log:
-                assert time.monotonic() < deadline, log
-                log += capfd.readouterr().err
-                time.sleep(0.01)
+            start_the_flood(f, capfd)
             release.set()
             f.write("done\n")
         assert done.wait(60)  # the queue drained; the thread serves on
         assert 4096 < len(received) < 6000 and received == sorted(received)
+
+
+def start_the_flood(fifo, capfd):
+    """Lets the worker's flood go through the open `fifo`, and waits until the host has logged
+    that its queue is full (4096 waiting)."""
+    fifo.write("go\n")
+    fifo.flush()
+    deadline, log = time.monotonic() + 60, ""
+    while "tells dropped: 4096 wait for the host's handlers" not in log:
+        assert time.monotonic() < deadline, log
+        log += capfd.readouterr().err
+        time.sleep(0.01)
 
 
 def test_an_ask_between_calls_behind_a_full_queue_is_refused_as_busy_and_the_host_serves_on(
@@ -178,13 +184,7 @@ def test_an_ask_between_calls_behind_a_full_queue_is_refused_as_busy_and_the_hos
         assert host.call("w", F + "ask_when_flooded", str(fifo), "flood", 5000, "probe",
                          str(result)) == "later"
         with open(fifo, "w") as f:
-            f.write("go\n")
-            f.flush()
-            deadline, log = time.monotonic() + 60, ""
-            while "tells dropped: 4096 wait for the host's handlers" not in log:
-                assert time.monotonic() < deadline, log
-                log += capfd.readouterr().err
-                time.sleep(0.01)
+            start_the_flood(f, capfd)
             f.write("ask\n")
         deadline = time.monotonic() + 60
         while not result.exists():

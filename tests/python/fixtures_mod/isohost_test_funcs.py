@@ -381,16 +381,22 @@ def ask_after_call(fifo, name, value):
     return "later"
 
 
+def _tell_between_lines(fifo, name, count):
+    """Once a first line comes through the named pipe `fifo`, tells `name` `count` times (0, 1,
+    ...); returns at the second line."""
+    with open(fifo) as f:
+        f.readline()
+        for value in range(count):
+            isohost_worker.tell(name, value)
+        f.readline()
+
+
 def tell_flood_after_call(fifo, name, count, ack):
     """Returns at once; a thread of the worker's then tells `name` `count` times (0, 1, ...) when
     a first line comes through `fifo`, and at a second tells "flood_done" every 20 ms until the
     file `ack` exists (one sent while the host's queue is still full is dropped)."""
     def flood():
-        with open(fifo) as f:
-            f.readline()
-            for value in range(count):
-                isohost_worker.tell(name, value)
-            f.readline()
+        _tell_between_lines(fifo, name, count)
         for _ in range(3000):
             isohost_worker.tell("flood_done")
             if os.path.exists(ack):
@@ -406,11 +412,7 @@ def ask_when_flooded(fifo, name, count, ask_name, result_path):
     line comes through `fifo`, asks `ask_name` at a second, and writes what came back to
     `result_path` as JSON ({"answer": A} or {"error": [type, message]}), whole at once."""
     def flood_then_ask():
-        with open(fifo) as f:
-            f.readline()
-            for value in range(count):
-                isohost_worker.tell(name, value)
-            f.readline()
+        _tell_between_lines(fifo, name, count)
         try:
             outcome = {"answer": isohost_worker.ask(ask_name)}
         except isohost_worker.AskFailed as e:
