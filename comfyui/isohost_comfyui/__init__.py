@@ -147,7 +147,8 @@ def _start():
         held.install(runner)
     bridge.serve(host)
     bridge.join_memory_managers(host)
-    routes = pack_routes.PackRoutes(host, settings.route_timeout_seconds)
+    routes = pack_routes.PackRoutes(host, settings.route_timeout_seconds,
+                                    settings.on_prompt_timeout_seconds)
     cache = catalog.Catalog(settings.scan_cache)
     for env, pack_dir in settings.packs:
         env_config = settings.host_config["env"][env]

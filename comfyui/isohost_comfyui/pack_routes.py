@@ -14,6 +14,7 @@ import json
 import logging
 import socket
 import struct
+import time
 
 from aiohttp import web
 
@@ -23,10 +24,6 @@ from .prompt_server import running as running_server
 
 _OPEN = "isohost_comfy_worker.route_channel:open_channel"
 _LENGTH = struct.Struct(">I")
-# How long ComfyUI's event loop may wait for a pack's on-prompt handlers (its channel opened
-# first, if need be) before the prompt goes on without them, logged: ComfyUI calls them inside
-# POST /prompt, where nothing else is served meanwhile.
-ON_PROMPT_TIMEOUT = 10.0
 _log = logging.getLogger("isohost")
 
 
@@ -37,11 +34,14 @@ class _WorkerEnded(Exception):
 class PackRoutes:
     """The proxies of every isolated pack's routes and on-prompt handlers. A request that has
     no answer within `timeout` seconds is answered 504 and its handler cancelled in the
-    worker."""
+    worker. A prompt whose on-prompt handlers (their channel opened first, if need be) have not
+    answered within `on_prompt_timeout` seconds goes on without them, logged: ComfyUI calls them
+    inside POST /prompt on its event loop, where nothing else is served meanwhile."""
 
-    def __init__(self, host, timeout):
+    def __init__(self, host, timeout, on_prompt_timeout=10.0):
         self.host = host
         self.timeout = timeout
+        self.on_prompt_timeout = on_prompt_timeout
         self._channels = {}  # (env, pack directory): the address its worker listens on
         self._opening = {}  # (env, pack directory): the call opening it for on-prompt handlers
 
@@ -142,10 +142,11 @@ class PackRoutes:
     def _on_prompt_exchange(self, env, worker_settings, pack_dir, body):
         key = (env, pack_dir)
         message = {"kind": "on_prompt", "pack": pack_dir}
+        deadline = time.monotonic() + self.on_prompt_timeout
         address = self._channels.get(key)
         if address is not None:
             try:
-                return _exchange_blocking(address, message, body, env)
+                return _exchange_blocking(address, message, body, env, self.on_prompt_timeout)
             except ConnectionRefusedError:
                 pass  # that worker has ended: open the channel of the next
         self._channels.pop(key, None)
@@ -154,7 +155,7 @@ class PackRoutes:
         call = self._opening.get(key) or self.host.start(env, _OPEN, pack_dir, worker_settings)
         self._opening[key] = call
         try:
-            address = call.result(timeout=ON_PROMPT_TIMEOUT)
+            address = call.result(timeout=self.on_prompt_timeout)
         except TimeoutError:
             raise  # still opening
         except BaseException:
@@ -162,7 +163,8 @@ class PackRoutes:
             raise
         del self._opening[key]
         self._channels[key] = address
-        return _exchange_blocking(address, message, body, env)
+        return _exchange_blocking(address, message, body, env,
+                                  max(deadline - time.monotonic(), 0.001))
 
     async def _forward(self, env, worker_settings, pack_dir, message, body):
         key = (env, pack_dir)
@@ -249,11 +251,11 @@ async def _stream(request, answer, chunks, where):
     return response
 
 
-def _exchange_blocking(address, message, body, env):
-    """_exchange() for a caller on ComfyUI's loop that cannot await, within ON_PROMPT_TIMEOUT
-    (socket.timeout, an OSError, past it)."""
+def _exchange_blocking(address, message, body, env, timeout):
+    """_exchange() for a caller on ComfyUI's loop that cannot await, within `timeout` seconds
+    for each operation on the socket (socket.timeout, an OSError, past it)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-        connection.settimeout(ON_PROMPT_TIMEOUT)
+        connection.settimeout(timeout)
         connection.connect(address)
         try:
             connection.sendall(_framed(message, body) + body)

@@ -19,6 +19,10 @@ DEFAULTS = {
     # How long an isolated pack's HTTP route may take before its handler is cancelled and it is
     # answered 504 (pack_routes.py).
     "route_timeout_seconds": 120.0,
+    # How long POST /prompt may wait for an isolated pack's on-prompt handlers (its worker
+    # started and the pack imported first, if need be) before the prompt goes on without them,
+    # logged (pack_routes.py). ComfyUI serves nothing else meanwhile.
+    "on_prompt_timeout_seconds": 10.0,
     # Whether an isolated node's outputs that only nodes of its own environment read stay in its
     # worker (held.py); false sends every output back to ComfyUI after each node.
     "keep_outputs_in_workers": True,
@@ -40,6 +44,7 @@ class Settings:
         self.scan_cache = options["scan_cache"]
         self.keep_outputs_in_workers = options["keep_outputs_in_workers"]
         self.route_timeout_seconds = options["route_timeout_seconds"]
+        self.on_prompt_timeout_seconds = options["on_prompt_timeout_seconds"]
 
 
 def config_path(comfyui_base):
@@ -63,6 +68,7 @@ def load(path, comfyui_root):
         options[key] = value
     _check_seconds(path, options, "interrupt_grace_seconds", 0, 3600)
     _check_seconds(path, options, "route_timeout_seconds", 0.001, 86400)
+    _check_seconds(path, options, "on_prompt_timeout_seconds", 0.001, 3600)
     if not isinstance(options["keep_outputs_in_workers"], bool):
         raise SettingsError("%s: [comfyui] keep_outputs_in_workers must be true or false, not %r"
                             % (path, options["keep_outputs_in_workers"]))

@@ -56,6 +56,7 @@ packs = ["packs/one", "/abs/two"]
     assert loaded.scan_cache == str(tmp_path / "isohost-scan-cache.json")
     assert loaded.keep_outputs_in_workers is True
     assert loaded.route_timeout_seconds == 120.0
+    assert loaded.on_prompt_timeout_seconds == 10.0
 
 
 def test_a_workers_openmp_wait_policy_is_passive_unless_set(tmp_path, monkeypatch):
@@ -78,6 +79,8 @@ env = {OMP_WAIT_POLICY = "ACTIVE", OMP_NUM_THREADS = "4"}
     ("[comfyui]\ninterrupt_grace_seconds = -1\n", "interrupt_grace_seconds must be a number"),
     ("[comfyui]\nroute_timeout_seconds = 0\n",
      "route_timeout_seconds must be a number of seconds from 0.001 to 86400, not 0"),
+    ("[comfyui]\non_prompt_timeout_seconds = \"soon\"\n",
+     "on_prompt_timeout_seconds must be a number of seconds from 0.001 to 3600, not 'soon'"),
     ("[env.a]\npacks = \"/one\"\n", "[env.a] packs must be a list of directories"),
     ("[comfyui]\nkeep_outputs_in_workers = 1\n", "keep_outputs_in_workers must be true or false"),
     ("[env.a\n", ""),
@@ -507,10 +510,11 @@ def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
     # The on-prompt handlers, for a caller that cannot await: one rewrites, one that raises is
     # skipped and its traceback comes back.
     on_prompt = {"kind": "on_prompt", "pack": str(pack)}
-    answer, payload = pack_routes._exchange_blocking(address, on_prompt, b'{"prompt": {}}', "env")
+    answer, payload = pack_routes._exchange_blocking(address, on_prompt, b'{"prompt": {}}', "env",
+                                                      60)
     assert json.loads(payload) == {"prompt": {}, "seen": True}
     assert len(answer["failures"]) == 1 and "this handler refuses" in answer["failures"][0]
-    answer, _ = pack_routes._exchange_blocking(address, on_prompt, b"{not json", "env")
+    answer, _ = pack_routes._exchange_blocking(address, on_prompt, b"{not json", "env", 60)
     assert answer["error"]["type"] == "ValueError"
 
 

@@ -239,6 +239,70 @@ def test_a_packs_on_prompt_handlers_rewrite_the_prompt_as_in_process(isolated, i
     isolated.wait_for_log("this on-prompt handler fails on purpose")
 
 
+SLOW_OPEN_PACK = """
+import asyncio, os, socket
+from server import PromptServer
+
+
+async def _hold_when_asked():
+    # Once $ISOHOST_TEST_HOLD_FILE names an abstract socket, blocks this server loop, as a
+    # pack's slow start holds it, until the test closes the connection.
+    path = os.environ["ISOHOST_TEST_HOLD_FILE"]
+    while not os.path.exists(path):
+        await asyncio.sleep(0.02)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(60)
+        with open(path) as f:
+            connection.connect("\\0" + f.read())
+        connection.sendall(str(os.getpid()).encode())
+        connection.shutdown(socket.SHUT_WR)
+        connection.recv(1)
+
+
+def _rewrite(json_data):
+    for node in json_data.get("prompt", {}).values():
+        if node.get("inputs", {}).get("tag") == "isohost-slow-open":
+            node["inputs"]["tag"] = "rewritten by %d" % os.getpid()
+    return json_data
+
+
+PromptServer.instance.loop.create_task(_hold_when_asked())
+PromptServer.instance.add_on_prompt_handler(_rewrite)
+NODE_CLASS_MAPPINGS = {}
+"""
+
+
+def test_a_prompt_goes_on_without_on_prompt_handlers_still_opening_and_the_next_has_them(
+        server_factory, tmp_path):
+    """A pack's channel that opens slower than on_prompt_timeout_seconds (its worker's server
+    loop held, as a slow start holds it): the prompt goes on without the pack's on-prompt
+    handlers, logged; the channel goes on opening, and the next prompt is rewritten by the
+    worker that opened it."""
+    pack = tmp_path / "isohost_slow_open_pack"
+    pack.mkdir()
+    (pack / "__init__.py").write_text(SLOW_OPEN_PACK)
+    hold = tmp_path / "hold"
+    server = server_factory("slow_open", envs={"slow": (COMFY_PYTHON, [pack]),
+                                               "nodes": (PACK_PYTHON, [NODES])},
+                            comfyui={"on_prompt_timeout_seconds": 1},
+                            env={"ISOHOST_TEST_HOLD_FILE": str(hold)})
+    name = "isohost-slow-open-%d-%d" % (os.getpid(), time.monotonic_ns())
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen(1)
+        listener.settimeout(60)
+        hold.write_text(name)
+        connection, _ = listener.accept()
+        with connection:  # the pack's server loop is held until this closes
+            connection.settimeout(60)
+            with connection.makefile("rb") as said:
+                pid = int(said.read())
+            assert report(server, tag="isohost-slow-open")["tag"] == "isohost-slow-open"
+            server.wait_for_log("the prompt goes on without the on-prompt handlers of %s" % pack,
+                                "is still running after 1 s")
+    assert report(server, tag="isohost-slow-open")["tag"] == "rewritten by %d" % pid
+
+
 def test_a_packs_server_loop_runs_its_tasks_and_handlers_as_in_process(isolated, in_process):
     """The pack schedules a task on PromptServer.instance.loop at import, and its route handler
     awaits PromptServer.instance.send_json: isolated, the worker's server loop runs the task once
