@@ -108,6 +108,30 @@ def test_a_buffer_sent_again_is_read_through_the_mapping_kept_from_its_last_visi
     assert memfd_mappings() == before
 
 
+def test_a_release_while_a_spare_is_copied_into_keeps_no_mapping_of_it(monkeypatch):
+    """The copy runs outside the spares' lock (parallel_copy's threads may run a finalizer that
+    takes it); a release (drop_spares) that comes meanwhile must still leave nothing mapped."""
+    values.drop_spares()
+    before = memfd_mappings()
+    peer = object()
+    assert round_trip(b"a" * (2 * MIB), peer) == b"a" * (2 * MIB)  # copied out: mapping gone
+    assert give_back(peer) == 1
+    real_copy = values.parallel_copy.copy
+
+    def copy_with_a_release_meanwhile(destination, source):
+        values.drop_spares()
+        real_copy(destination, source)
+
+    monkeypatch.setattr(values.parallel_copy, "copy", copy_with_a_release_meanwhile)
+    with values.encode(b"w" * (2 * MIB)) as again:  # rewrites the spare
+        assert len(again.fds) == 1
+        assert memfd_mappings() == before
+    monkeypatch.undo()
+    with values.encode(b"x" * (2 * MIB)) as fresh:  # the spare went with the release: a new one
+        assert len(fresh.fds) == 1
+    assert memfd_mappings() == before
+
+
 def test_kept_mappings_are_bounded_and_a_read_only_one_stays_read_only():
     import gc
 
