@@ -48,6 +48,20 @@ def thread_count():
     return _threads_here().count
 
 
+class _Job:
+    """One copy, in `slices` slices; `done`: the indexes of the copy threads' slices copied (a
+    set, so that two threads given one index, after an interrupt mid-start, count once)."""
+
+    __slots__ = ("destination", "source", "size", "slices", "done")
+
+    def __init__(self, destination, source, size, slices):
+        self.destination, self.source, self.size, self.slices = destination, source, size, slices
+        self.done = set()
+
+    def finished(self):
+        return len(self.done) >= self.slices - 1
+
+
 class _CopyThreads:
     """count - 1 daemon threads, started on first use, that wait for a copy and each take a
     slice of it; the caller takes the first. Thread safety: one copy at a time (a lock)."""
@@ -57,72 +71,73 @@ class _CopyThreads:
         self.pid = os.getpid()
         self._one_copy = threading.Lock()
         self._changed = threading.Condition()
-        self._job = None
-        self._generation = 0
-        self._pending = 0
-        self._started = False
+        self._job = None  # the last copy posted; one object each, so that none is mistaken
+        self._started = 0  # copy threads started
 
     def run(self, destination, source, size):
-        slices = min(self.count, size // MIN_SLICE)
         with self._one_copy:
             self._start()
-            with self._changed:
-                self._job = (destination, source, size, slices)
-                self._pending = slices - 1
-                self._generation += 1
-                self._changed.notify_all()
+            job = _Job(destination, source, size, min(self._started + 1, size // MIN_SLICE))
             error = None
             try:
-                _copy_slice(0, destination, source, size, slices)
-            except BaseException as e:  # an interrupt raised here: the slices still finish
+                with self._changed:
+                    self._job = job  # posted in one step: an interrupt finds it posted or not
+                    self._changed.notify_all()
+                _copy_slice(0, job)
+            except BaseException as e:  # an interrupt raised here: the posted slices still finish
                 error = e
-            error = self._wait_for_slices() or error
+            error = self._wait_for_slices(job) or error
             if error is not None:
                 raise error
 
-    def _wait_for_slices(self):
-        """Wait until every other slice is copied, even through an exception raised in this
-        thread meanwhile (ComfyUI's interrupt): the caller may unmap the destination once this
-        returns. Returns that exception, to raise after."""
+    def _wait_for_slices(self, job):
+        """Wait until the copy threads' slices of `job` are copied, if it was posted, even
+        through an exception raised in this thread meanwhile (ComfyUI's interrupt): the caller
+        may unmap the destination once this returns. Returns that exception, to raise after."""
         error = None
         while True:
             try:
                 with self._changed:
-                    while self._pending:
-                        self._changed.wait()
+                    if self._job is job:
+                        # Again: an interrupt may have come between posting it and waking them.
+                        self._changed.notify_all()
+                        while not job.finished():
+                            self._changed.wait()
                 return error
             except BaseException as e:
                 error = e
 
     def _start(self):
-        if self._started:
-            return
-        for index in range(1, self.count):
-            threading.Thread(target=self._serve, args=(index,), daemon=True,
-                             name="isohost-copy-%d" % index).start()
-        self._started = True
+        while self._started < self.count - 1:
+            index = self._started + 1
+            try:
+                threading.Thread(target=self._serve, args=(index,), daemon=True,
+                                 name="isohost-copy-%d" % index).start()
+            except RuntimeError:  # the system allows no more threads: copy with those there are
+                self.count = self._started + 1
+                return
+            self._started = index
 
     def _serve(self, index):
-        seen = 0
+        seen = None
         while True:
             with self._changed:
-                while self._generation == seen:
+                while self._job is seen:
                     self._changed.wait()
-                seen = self._generation
-                destination, source, size, slices = self._job
-            if index < slices:
-                _copy_slice(index, destination, source, size, slices)
+                job = seen = self._job
+            if index < job.slices:
+                _copy_slice(index, job)
                 with self._changed:
-                    self._pending -= 1
-                    if not self._pending:
+                    job.done.add(index)
+                    if job.finished():
                         self._changed.notify_all()
 
 
-def _copy_slice(index, destination, source, size, slices):
-    step = -(-size // slices)
+def _copy_slice(index, job):
+    step = -(-job.size // job.slices)
     begin = index * step
-    if begin < size:
-        ctypes.memmove(destination + begin, source + begin, min(step, size - begin))
+    if begin < job.size:
+        ctypes.memmove(job.destination + begin, job.source + begin, min(step, job.size - begin))
 
 
 def _configured_count():

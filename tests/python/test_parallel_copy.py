@@ -147,3 +147,54 @@ def test_a_forked_child_copies_on_threads_of_its_own():
         _, status = os.waitpid(pid, 0)
         assert status == 0, status
     """, ISOHOST_COPY_THREADS="2")
+
+
+def test_an_interrupt_between_posting_a_copy_and_waking_its_threads_still_finishes_it():
+    """An exception raised in the caller after the copy is posted but before its threads are
+    woken: the wait wakes them itself and returns once their slice is copied; the exception
+    comes after (the caller's own slice is abandoned with the copy)."""
+    run("""
+        threads = parallel_copy._threads_here()
+        condition = threads._changed
+        real_notify = condition.notify_all
+        calls = []
+        def interrupted_once():
+            calls.append(threading.current_thread().name)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            real_notify()
+        condition.notify_all = interrupted_once
+        size = 4 * parallel_copy.MIN_SLICE
+        source = random_bytes(size)
+        destination = mapping(size)
+        try:
+            parallel_copy.copy(destination, memoryview(source))
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the interrupt was lost")
+        assert threads._job.finished()
+        half = size // 2
+        assert destination[half:] == source[half:]  # the copy thread's slice, done before
+        assert calls[:2] == ["MainThread", "MainThread"], calls
+    """, ISOHOST_COPY_THREADS="2")
+
+
+def test_a_copy_goes_on_with_the_threads_the_system_allows():
+    run("""
+        real_start = threading.Thread.start
+        def one_thread_only(thread):
+            if copy_threads():
+                raise RuntimeError("can't start new thread")
+            real_start(thread)
+        threading.Thread.start = one_thread_only
+        size = 8 * parallel_copy.MIN_SLICE
+        source = random_bytes(size)
+        destination = mapping(size)
+        parallel_copy.copy(destination, memoryview(source))
+        assert destination[:] == source
+        assert copy_threads() == ["isohost-copy-1"] and parallel_copy.thread_count() == 2
+        source.reverse()
+        parallel_copy.copy(destination, memoryview(source))  # no new try: two slices again
+        assert destination[:] == source
+    """, ISOHOST_COPY_THREADS="4")
