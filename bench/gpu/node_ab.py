@@ -2,8 +2,9 @@
 
 Each round runs bench comfyui's node figures (bench/comfyui/bench_comfyui.py, node_samples:
 Invert and Blur on a 1024x1024 IMAGE, in process and through the adapter's stand-in) in a fresh
-process per setting, with values.encode and values.decode timed on both sides
-(bench/gpu/stamps), and prints each figure's median per setting:
+process per setting, with both sides stamped (bench/gpu/stamps: values.encode and
+values.decode, the worker's call and the node's run, their minor faults, each call's two hops
+on one clock), and prints each figure's median per setting:
 
     python3 bench/gpu/node_ab.py ROUNDS SAMPLES NAME=VAR=VALUE[,VAR=VALUE] ...
     python3 bench/gpu/node_ab.py 3 300 one=ISOHOST_COPY_THREADS=1 default=
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def one(root, pack, samples):
-    """This process's figures: node medians, then both sides' encode/decode medians."""
+    """This process's figures: the nodes' medians, then the stamped stretches' and hops'."""
     sys.path.insert(0, str(REPO / "bench" / "comfyui"))
     import bench_comfyui
 
