@@ -17,6 +17,15 @@ PREAMBLE = textwrap.dedent("""
         return bytearray(random.Random(size).randbytes(size))
     def copy_threads():
         return sorted(t.name for t in threading.enumerate() if t.name.startswith("isohost-copy"))
+    def interrupted_copy(size):
+        # A copy of `size` random bytes that must raise KeyboardInterrupt: (source, destination).
+        source = random_bytes(size)
+        destination = mapping(size)
+        try:
+            parallel_copy.copy(destination, memoryview(source))
+        except KeyboardInterrupt:
+            return source, destination
+        raise AssertionError("the interrupt was lost")
 """ % str(PACKAGE_PARENT))
 
 
@@ -116,16 +125,9 @@ def test_an_exception_raised_in_the_caller_mid_copy_waits_for_every_slice():
                 time.sleep(0.001)
             release.set()
         threading.Thread(target=interrupt).start()
-        size = 4 * parallel_copy.MIN_SLICE
-        source = random_bytes(size)
-        destination = mapping(size)
-        try:
-            parallel_copy.copy(destination, memoryview(source))
-        except KeyboardInterrupt:
-            caught.set()
-            assert finished.is_set(), "copy() returned while a slice was still copying"
-        else:
-            raise AssertionError("the interrupt was lost")
+        source, destination = interrupted_copy(4 * parallel_copy.MIN_SLICE)
+        caught.set()
+        assert finished.is_set(), "copy() returned while a slice was still copying"
         assert destination[:] == source
     """, ISOHOST_COPY_THREADS="2")
 
@@ -165,14 +167,7 @@ def test_an_interrupt_between_posting_a_copy_and_waking_its_threads_still_finish
             real_notify()
         condition.notify_all = interrupted_once
         size = 4 * parallel_copy.MIN_SLICE
-        source = random_bytes(size)
-        destination = mapping(size)
-        try:
-            parallel_copy.copy(destination, memoryview(source))
-        except KeyboardInterrupt:
-            pass
-        else:
-            raise AssertionError("the interrupt was lost")
+        source, destination = interrupted_copy(size)
         assert threads._job.finished()
         half = size // 2
         assert destination[half:] == source[half:]  # the copy thread's slice, done before
