@@ -2,12 +2,13 @@
 
 One thread's memmove of a 12 MiB IMAGE reaches a fraction of the machine's memory bandwidth,
 and each isolated node pays such a copy on each side: on the H100 machine (16 cores) 1.1 ms
-alone, 0.36 ms on four threads (bench/gpu/copy_probe.py); in an isolated node's call each
-side's encoding fell from 1.1 to 0.68 ms and the node from 4.4 to 3.3 ms
-(bench/results/h100-2026-12-06-copy). ctypes.memmove releases the GIL, so plain threads copy
-in parallel, each a slice; they block between copies. torch's copy_ on its intra-op threads
-copies faster alone (0.06 ms on 16), but its threads then spin, by default, and held the cores
-the other process needed: the isolated node took twice as long. Standard library only.
+alone, 0.36 ms on four threads, against 0.05 ms for a warm clone() (bench/gpu/copy_probe.py);
+in an isolated node's call each side's encoding fell from 1.1 to 0.68 ms and the node (1 -
+image) from 4.4 to 3.3 ms, against a limit of about 1.4 (bench/results/h100-2026-12-06-copy).
+ctypes.memmove releases the GIL, so plain threads copy in parallel, each a slice; they block
+between copies. torch's copy_ on its intra-op threads copies faster alone (0.06 ms on 16), but
+its threads then spin, by default, and held the cores the other process needed: the isolated
+node took twice as long. Standard library only.
 
 ISOHOST_COPY_THREADS sets how many threads copy (1: the caller alone); by default one per CPU
 this process may run on, at most MAX_THREADS, and no more than one per MIN_SLICE bytes.
@@ -31,21 +32,17 @@ def copy(destination, source):
     large. A read-only source is copied by the caller alone (ctypes cannot take its address).
     The caller must not hold a lock that a finalizer may take: a garbage collection may run on
     a copy thread while the caller waits for it."""
-    size = len(memoryview(source).cast("B"))
-    threads = _threads_here()
-    if threads.count == 1 or size < 2 * MIN_SLICE or memoryview(source).readonly:
-        memoryview(destination).cast("B")[:] = memoryview(source).cast("B")
+    view = memoryview(source).cast("B")
+    size = len(view)
+    threads = _threads_here() if size >= 2 * MIN_SLICE and not view.readonly else None
+    if threads is None or threads.count == 1:
+        memoryview(destination).cast("B")[:] = view
         return
     # The ctypes objects hold exports of both buffers: neither can be closed or resized while
     # a thread still copies (a mapping closed meanwhile raises BufferError instead).
     target = (ctypes.c_char * size).from_buffer(destination)
     origin = (ctypes.c_char * size).from_buffer(source)
     threads.run(ctypes.addressof(target), ctypes.addressof(origin), size)
-
-
-def thread_count():
-    """How many threads copy a large buffer in this process."""
-    return _threads_here().count
 
 
 class _Job:

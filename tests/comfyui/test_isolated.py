@@ -240,20 +240,16 @@ def test_a_packs_on_prompt_handlers_rewrite_the_prompt_as_in_process(isolated, i
 
 
 SLOW_OPEN_PACK = """
-import asyncio, os, socket
+import os, socket
 from server import PromptServer
 
 
-async def _hold_when_asked():
-    # Once $ISOHOST_TEST_HOLD_FILE names an abstract socket, blocks this server loop, as a
-    # pack's slow start holds it, until the test closes the connection.
-    path = os.environ["ISOHOST_TEST_HOLD_FILE"]
-    while not os.path.exists(path):
-        await asyncio.sleep(0.02)
+async def _hold():
+    # Holds this server loop from its start, as a pack's slow start holds it, until the test
+    # closes its connection to the abstract socket $ISOHOST_TEST_HOLD_SOCKET.
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(60)
-        with open(path) as f:
-            connection.connect("\\0" + f.read())
+        connection.connect("\\0" + os.environ["ISOHOST_TEST_HOLD_SOCKET"])
         connection.sendall(str(os.getpid()).encode())
         connection.shutdown(socket.SHUT_WR)
         connection.recv(1)
@@ -266,7 +262,7 @@ def _rewrite(json_data):
     return json_data
 
 
-PromptServer.instance.loop.create_task(_hold_when_asked())
+PromptServer.instance.loop.create_task(_hold())
 PromptServer.instance.add_on_prompt_handler(_rewrite)
 NODE_CLASS_MAPPINGS = {}
 """
@@ -281,17 +277,15 @@ def test_a_prompt_goes_on_without_on_prompt_handlers_still_opening_and_the_next_
     pack = tmp_path / "isohost_slow_open_pack"
     pack.mkdir()
     (pack / "__init__.py").write_text(SLOW_OPEN_PACK)
-    hold = tmp_path / "hold"
-    server = server_factory("slow_open", envs={"slow": (COMFY_PYTHON, [pack]),
-                                               "nodes": (PACK_PYTHON, [NODES])},
-                            comfyui={"on_prompt_timeout_seconds": 1},
-                            env={"ISOHOST_TEST_HOLD_FILE": str(hold)})
     name = "isohost-slow-open-%d-%d" % (os.getpid(), time.monotonic_ns())
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind("\0" + name)
         listener.listen(1)
         listener.settimeout(60)
-        hold.write_text(name)
+        server = server_factory("slow_open", envs={"slow": (COMFY_PYTHON, [pack]),
+                                                   "nodes": (PACK_PYTHON, [NODES])},
+                                comfyui={"on_prompt_timeout_seconds": 1},
+                                env={"ISOHOST_TEST_HOLD_SOCKET": name})
         connection, _ = listener.accept()
         with connection:  # the pack's server loop is held until this closes
             connection.settimeout(60)

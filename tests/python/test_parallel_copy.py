@@ -71,7 +71,7 @@ def test_small_read_only_or_single_thread_copies_start_no_thread():
         destination = mapping(len(large))
         parallel_copy.copy(destination, memoryview(large))
         assert destination[:] == large
-        assert parallel_copy.thread_count() == 1 and copy_threads() == []
+        assert parallel_copy._threads_here().count == 1 and copy_threads() == []
     """, ISOHOST_COPY_THREADS="1")
 
 
@@ -80,7 +80,7 @@ def test_a_bad_thread_count_warns_by_name_and_copies_with_the_default():
         import warnings
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            count = parallel_copy.thread_count()
+            count = parallel_copy._threads_here().count
         assert count == max(1, min(parallel_copy.MAX_THREADS, len(os.sched_getaffinity(0))))
         print(caught[0].message)
     """, ISOHOST_COPY_THREADS="lots")
@@ -91,10 +91,10 @@ def test_an_exception_raised_in_the_caller_mid_copy_waits_for_every_slice():
     """ComfyUI's interrupt reaches a worker's main thread as an exception at any bytecode; the
     caller may unmap the destination once copy() returns, so no slice may still be running.
     The caller's own slice raises while the copy thread's is held; that one is let go only once
-    the caller is either waiting for it or has left copy()."""
+    the caller either waits on the copy's condition or has left copy()."""
     run("""
-        import ctypes, time
-        held, release, finished, caught = (threading.Event() for _ in range(4))
+        import ctypes
+        held, release, finished, settled = (threading.Event() for _ in range(4))
         in_own_slice, interrupt_sent = threading.Event(), threading.Event()
         real_slice = parallel_copy._copy_slice
         def held_slice(index, *args):
@@ -110,24 +110,26 @@ def test_an_exception_raised_in_the_caller_mid_copy_waits_for_every_slice():
                     pass
         parallel_copy._copy_slice = held_slice
         main = threading.get_ident()
-        def waiting_for_slices(thread):
-            frame = sys._current_frames().get(thread)
-            while frame is not None and frame.f_code.co_name != "_wait_for_slices":
-                frame = frame.f_back
-            return frame is not None
+        condition = parallel_copy._threads_here()._changed
+        real_wait = condition.wait
+        def noted_wait(*args):
+            if threading.get_ident() == main:
+                settled.set()  # the copy thread's notify needs the lock this wait gives up
+            return real_wait(*args)
+        condition.wait = noted_wait
         def interrupt():
             held.wait()
             in_own_slice.wait()
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main),
                                                        ctypes.py_object(KeyboardInterrupt))
             interrupt_sent.set()
-            while not caught.is_set() and not waiting_for_slices(main):
-                time.sleep(0.001)
+            settled.wait()
             release.set()
         threading.Thread(target=interrupt).start()
         source, destination = interrupted_copy(4 * parallel_copy.MIN_SLICE)
-        caught.set()
-        assert finished.is_set(), "copy() returned while a slice was still copying"
+        slice_done_at_return = finished.is_set()
+        settled.set()
+        assert slice_done_at_return, "copy() returned while a slice was still copying"
         assert destination[:] == source
     """, ISOHOST_COPY_THREADS="2")
 
@@ -188,7 +190,7 @@ def test_a_copy_goes_on_with_the_threads_the_system_allows():
         destination = mapping(size)
         parallel_copy.copy(destination, memoryview(source))
         assert destination[:] == source
-        assert copy_threads() == ["isohost-copy-1"] and parallel_copy.thread_count() == 2
+        assert copy_threads() == ["isohost-copy-1"] and parallel_copy._threads_here().count == 2
         source.reverse()
         parallel_copy.copy(destination, memoryview(source))  # no new try: two slices again
         assert destination[:] == source

@@ -407,19 +407,18 @@ def tell_flood_after_call(fifo, name, count, ack):
     return "later"
 
 
-def ask_when_flooded(fifo, name, count, ask_name, result_path):
+def ask_when_flooded(fifo, name, count, ask_name, outcome_fifo):
     """Returns at once; a thread of the worker's then tells `name` `count` times when a first
-    line comes through `fifo`, asks `ask_name` at a second, and writes what came back to
-    `result_path` as JSON ({"answer": A} or {"error": [type, message]}), whole at once."""
+    line comes through `fifo`, asks `ask_name` at a second, and writes what came back through
+    the named pipe `outcome_fifo` as JSON ({"answer": A} or {"error": [type, message]})."""
     def flood_then_ask():
         _tell_between_lines(fifo, name, count)
         try:
             outcome = {"answer": isohost_worker.ask(ask_name)}
         except isohost_worker.AskFailed as e:
             outcome = {"error": [e.type_name, e.message]}
-        with open(result_path + ".part", "w") as out:
+        with open(outcome_fifo, "w") as out:
             json.dump(outcome, out)
-        os.rename(result_path + ".part", result_path)
 
     threading.Thread(target=flood_then_ask, daemon=True).start()
     return "later"
