@@ -13,6 +13,9 @@ one JSON object of samples (milliseconds) on its last line:
   real ComfyUI (execution_start to execution_success), the pack in process and isolated;
   workflow10_isolated_crossing: isolated with every output sent back after each node
   ([comfyui] keep_outputs_in_workers = false), as before outputs stayed in the worker.
+
+ISOHOST_BENCH_HOST_TABLE (JSON, {"loop_poll_after_call_microseconds": 2000}) sets keys of the
+isolated configs' [host] table, to take a setting's figures beside the defaults' in one run.
 """
 
 import json
@@ -64,10 +67,14 @@ def raw_trip(rounds):
     return samples
 
 
-def node_samples(tree, rounds, worker_env=None, host_table=None):
+def host_table():
+    """The [host] keys ISOHOST_BENCH_HOST_TABLE sets (whole numbers), {} without it."""
+    return json.loads(os.environ.get("ISOHOST_BENCH_HOST_TABLE") or "{}")
+
+
+def node_samples(tree, rounds, worker_env=None):
     """In process and through the stand-in, for a cheap node (ours) and a real one (Blur).
-    `worker_env`: variables for the worker's environment (its config's `env` table);
-    `host_table`: keys of the config's [host] table (whole numbers)."""
+    `worker_env`: variables for the worker's environment (its config's `env` table)."""
     import torch
 
     root, pack = tree
@@ -79,8 +86,8 @@ def node_samples(tree, rounds, worker_env=None, host_table=None):
     config = base / "isohost.toml"
     config.write_text('[env.bench]\npython = "%s"\npacks = ["%s", "%s"]\n' % (
         sys.executable, pack, REPO / "tests" / "comfyui" / "packs" / "isohost_test_nodes"))
-    if host_table:
-        config.write_text("[host]\n" + "".join("%s = %d\n" % item for item in host_table.items())
+    if host_table():
+        config.write_text("[host]\n" + "".join("%s = %d\n" % item for item in host_table().items())
                           + config.read_text())
     if worker_env:
         with config.open("a") as f:
@@ -128,10 +135,11 @@ def workflow_samples(tree, rounds):
     base = Path(tempfile.mkdtemp(prefix="isohost-bench-"))
     _, pack = tree
     envs = {"postproc": (sys.executable, [pack])}
+    host = host_table() or None
     servers = {"in_process": conftest.start_server(tree, base / "in_process", custom_nodes=[pack]),
-               "isolated": conftest.start_server(tree, base / "isolated", envs=envs),
+               "isolated": conftest.start_server(tree, base / "isolated", envs=envs, host=host),
                "isolated_crossing": conftest.start_server(
-                   tree, base / "isolated_crossing", envs=envs,
+                   tree, base / "isolated_crossing", envs=envs, host=host,
                    comfyui={"keep_outputs_in_workers": False})}
     out = {"workflow10_" + which: [] for which in servers}
     try:

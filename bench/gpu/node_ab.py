@@ -9,9 +9,10 @@ on one clock), and prints each figure's median per setting:
     python3 bench/gpu/node_ab.py ROUNDS SAMPLES NAME=VAR=VALUE[,VAR=VALUE] ...
     python3 bench/gpu/node_ab.py 3 300 one=ISOHOST_COPY_THREADS=1 default=
 
-A setting's variable NODE_AB_HOST_TABLE (JSON: {"worker_poll_microseconds": 2000}) sets keys of
-the config's [host] table instead, NODE_AB_WORKER_ENV (JSON) variables of the worker alone (its
-`env` table).
+A setting's variable ISOHOST_BENCH_HOST_TABLE (JSON: {"worker_poll_microseconds": 2000}) sets
+keys of the config's [host] table (bench_comfyui.py), NODE_AB_WORKER_ENV (JSON) variables of the
+worker alone (its `env` table). A setting's variables are split at each comma that a NAME=
+follows, so a JSON value may hold commas.
 
 Run with ComfyUI's interpreter and ISOHOST_BUILD_PYTHON set, as bench comfyui is.
 """
@@ -19,6 +20,7 @@ Run with ComfyUI's interpreter and ISOHOST_BUILD_PYTHON set, as bench comfyui is
 import bisect
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -38,8 +40,7 @@ def one(root, pack, samples):
     figures = {name: statistics.median(values) for name, values in
                bench_comfyui.node_samples((Path(root), Path(pack)), samples, worker_env=dict(
                    json.loads(os.environ.get("NODE_AB_WORKER_ENV", "{}")),
-                   PYTHONPATH=os.environ["PYTHONPATH"]), host_table=json.loads(
-                       os.environ.get("NODE_AB_HOST_TABLE", "{}"))).items()}
+                   PYTHONPATH=os.environ["PYTHONPATH"])).items()}
     from sitecustomize import _flush
 
     _flush()
@@ -98,7 +99,7 @@ def _first_after(spans, moment):
 def settings(argument):
     name, _, assignments = argument.partition("=")
     env = {}
-    for assignment in filter(None, assignments.split(",")):
+    for assignment in filter(None, re.split(r",(?=[A-Za-z_][A-Za-z0-9_]*=)", assignments)):
         variable, _, value = assignment.partition("=")
         env[variable] = value
     return name, env

@@ -49,6 +49,20 @@ std::string quoted(const std::string& text) {
   return out.str();
 }
 
+// A polling window: a whole number of microseconds, at most a second (more would only burn a
+// core for nothing).
+std::chrono::microseconds microseconds(const toml::table& table, const std::string& key,
+                                       std::chrono::microseconds fallback, const std::string& source) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return fallback;
+  const auto value = node->value_exact<int64_t>();
+  if (!value || *value < 0 || *value > 1'000'000) {
+    throw config_error(source, node->source(),
+                       "'" + key + "' must be a whole number from 0 to 1000000");
+  }
+  return std::chrono::microseconds(*value);
+}
+
 // A year: the longest any *_seconds key may be, so that a deadline (now + timeout, in the
 // nanoseconds of steady_clock) can never overflow.
 constexpr std::int64_t kMaxSeconds = 365LL * 24 * 3600;
@@ -147,7 +161,8 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
       {"call_timeout_seconds", "start_timeout_seconds", "idle_release_seconds", "idle_reap_seconds",
        "shutdown_grace_seconds", "ram_budget_mb", "ram_floor_mb", "vram_reserve_mib",
        "admission_wait_seconds", "grant_lifetime_seconds", "simulated_gpu",
-       "idle_hibernate_seconds", "idle_sleep_seconds", "worker_poll_microseconds"},
+       "idle_hibernate_seconds", "idle_sleep_seconds", "worker_poll_microseconds",
+       "loop_poll_after_call_microseconds"},
       "host", source);
   HostSettings host;
   host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
@@ -165,14 +180,9 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
   }
   host.idle_hibernate = seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source);
   host.idle_sleep = seconds(table, "idle_sleep_seconds", host.idle_sleep, source);
-  if (const auto* node = table.get("worker_poll_microseconds")) {
-    const auto value = node->value_exact<int64_t>();
-    if (!value || *value < 0 || *value > 1'000'000) {
-      throw config_error(source, node->source(),
-                         "'worker_poll_microseconds' must be a whole number from 0 to 1000000");
-    }
-    host.worker_poll = std::chrono::microseconds(*value);
-  }
+  host.worker_poll = microseconds(table, "worker_poll_microseconds", host.worker_poll, source);
+  host.loop_poll_after_call =
+      microseconds(table, "loop_poll_after_call_microseconds", host.loop_poll_after_call, source);
   return host;
 }
 

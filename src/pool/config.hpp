@@ -60,6 +60,13 @@ struct HostSettings {
   // After each op a worker polls its socket this long before it sleeps: waking a sleeping
   // process costs more than a small call itself. Zero: sleep at once (docs/protocol.md#polling).
   std::chrono::microseconds worker_poll{100};
+  // After a call returns, the host's event loop polls this long before it sleeps, so that the
+  // caller's next call finds it awake: a caller that does its own work between calls (ComfyUI
+  // between two nodes) outlasts the loop's usual window, and waking the loop then costs a
+  // thread wake-up on an idle CPU. Only after a call, not while one runs: a spinning loop would
+  // take a core from the worker's own threads. Zero: the usual window alone
+  // (docs/protocol.md#polling).
+  std::chrono::microseconds loop_poll_after_call{0};
 };
 
 struct EnvironmentConfig {

@@ -358,6 +358,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
   }
   auto w = slot.worker;
   slot.ticket_in_flight = request.ticket;
+  loop_.stop_lingering();  // the worker's threads need the cores now
   w->request(
       std::move(message), timeout, what,
       [this, &slot, w, kind = request.kind, ticket = request.ticket, sent = Clock::now(),
@@ -385,6 +386,7 @@ void Pool::dispatch(Slot& slot, Pending pending) {
           }
         }
         handler(std::move(outcome));
+        if (kind == Request::Kind::call) loop_.linger(config_.host.loop_poll_after_call);
         pump(slot);
       },
       request.buffers.take(), ask_handler(std::move(request.on_ask)));

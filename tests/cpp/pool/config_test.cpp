@@ -128,18 +128,25 @@ TEST(Config, HibernationSettings) {
   }
 }
 
-TEST(Config, WorkerPollWindow) {
-  EXPECT_EQ(parse_config("", "t.toml", "/base").host.worker_poll, std::chrono::microseconds(100));
-  EXPECT_EQ(parse_config("[host]\nworker_poll_microseconds = 0\n", "t.toml", "/base").host.worker_poll,
-            std::chrono::microseconds(0));
-  for (const auto* text : {"[host]\nworker_poll_microseconds = -1\n", "[host]\nworker_poll_microseconds = 1.5\n",
-                           "[host]\nworker_poll_microseconds = 1000001\n"}) {
-    try {
-      parse_config(text, "t.toml", "/base");
-      ADD_FAILURE() << text;
-    } catch (const isohost::Error& e) {
-      EXPECT_THAT(e.what(), ::testing::HasSubstr(
-                                "t.toml:2:28: 'worker_poll_microseconds' must be a whole number from 0 to 1000000"));
+TEST(Config, PollWindows) {
+  const auto defaults = parse_config("", "t.toml", "/base").host;
+  EXPECT_EQ(defaults.worker_poll, std::chrono::microseconds(100));
+  EXPECT_EQ(defaults.loop_poll_after_call, std::chrono::microseconds(0));
+  const auto set = parse_config("[host]\nworker_poll_microseconds = 0\nloop_poll_after_call_microseconds = 2000\n",
+                                "t.toml", "/base")
+                       .host;
+  EXPECT_EQ(set.worker_poll, std::chrono::microseconds(0));
+  EXPECT_EQ(set.loop_poll_after_call, std::chrono::microseconds(2000));
+  for (const std::string key : {"worker_poll_microseconds", "loop_poll_after_call_microseconds"}) {
+    for (const std::string value : {"-1", "1.5", "1000001", "\"100\""}) {
+      const auto text = "[host]\n" + key + " = " + value + "\n";
+      try {
+        parse_config(text, "t.toml", "/base");
+        ADD_FAILURE() << text;
+      } catch (const isohost::Error& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:2:" + std::to_string(key.size() + 4) + ": '" + key +
+                                                   "' must be a whole number from 0 to 1000000"));
+      }
     }
   }
 }
