@@ -64,36 +64,54 @@ def one(root, pack, samples):
     print(json.dumps(figures))
 
 
+# A call's way from the host's encoding to the worker's call and back to the host's decoding,
+# as stamps (side, stamp, which end: 0 its start, 1 its end), in order; each is the first such
+# moment after the one before. Between two: a stretch of a hop, named by where it ends.
+_WAY = [(("host", "submit", 0), "in.glue"),       # the host's Python between encode and submit
+        (("host", "submit", 1), "in.submit"),     # Core.submit: into the core, posted to its loop
+        (("worker", "read", 1), "in.transit"),    # the loop, the socket, the worker's read
+        (("worker", "call", 0), "in.dispatch"),   # the worker's runtime up to calls.call
+        (("worker", "encode", 1), None),          # the node ran; its result encoded (in reply)
+        (("worker", "reply", 1), "out.reply"),    # the rest of the reply's encoding
+        (("worker", "send", 1), "out.send"),      # sent
+        (("host", "wait", 1), "out.transit"),     # the loop, the caller's wake, back in Python
+        (("host", "decode", 0), "out.finish")]    # the outcome taken, up to values.decode
+
+
 def hops(spans):
     """Each call's two hops: from the host's encoding's end to the start of the worker's next
     call (hop_in), and from the end of the worker's encoding (its reply) to the start of the
     host's next decoding (hop_out), in ms, Invert's and Blur's apart (the first half of the
-    host's encodings is Invert's). Matched by time: either side also stamps what is not a
-    node's call, and the worker's last lines may not be written."""
+    host's encodings is Invert's), and each hop's stretches (_WAY) where their stamps are there.
+    Matched by time: either side also stamps what is not a node's call, and the worker's last
+    lines may not be written."""
     host_encode = spans.get(("host", "encode"), [])
-    worker_call = sorted(spans.get(("worker", "call"), []))
-    worker_encode = sorted(spans.get(("worker", "encode"), []))
-    host_decode = sorted(spans.get(("host", "decode"), []))
+    moments_of = {(side, stamp, edge): sorted(span[edge] for span in found)
+                  for (side, stamp), found in spans.items() for edge in (0, 1)}
     half = len(host_encode) // 2
     out = defaultdict(list)
     for index, (_, sent) in enumerate(host_encode):
         node = "Invert" if index < half else "Blur"
-        call = _first_after(worker_call, sent)
-        if call is None:
-            continue
-        out["hop_in." + node].append((call[0] - sent) * 1e3)
-        reply = _first_after(worker_encode, call[0])
-        if reply is None:
-            continue
-        read = _first_after(host_decode, reply[1])
-        if read is not None:
-            out["hop_out." + node].append((read[0] - reply[1]) * 1e3)
+        at = {}
+        moment = sent
+        for step, stretch in _WAY:
+            found = _first_after(moments_of.get(step, []), moment)
+            if found is None:
+                break
+            if stretch is not None:
+                out["%s.%s" % (stretch, node)].append((found - moment) * 1e3)
+            at[step] = moment = found
+        if ("worker", "call", 0) in at:
+            out["hop_in." + node].append((at[("worker", "call", 0)] - sent) * 1e3)
+        if ("host", "decode", 0) in at:
+            out["hop_out." + node].append(
+                (at[("host", "decode", 0)] - at[("worker", "encode", 1)]) * 1e3)
     return {name: statistics.median(values) for name, values in out.items()}
 
 
-def _first_after(spans, moment):
-    index = bisect.bisect_left(spans, (moment,))
-    return spans[index] if index < len(spans) else None
+def _first_after(moments, moment):
+    index = bisect.bisect_left(moments, moment)
+    return moments[index] if index < len(moments) else None
 
 
 def settings(argument):

@@ -1,7 +1,8 @@
-"""Times a few functions of the worker's runtime in every Python process that starts with this
-directory on PYTHONPATH and ISOHOST_STAMPS set (a directory): values.encode and values.decode
-(either side), calls.call (a worker's call, its arguments decoded and the function run) and
-the ComfyUI worker's nodes.run (the node with ComfyUI's state around it). Each process appends
+"""Times a few functions of the worker's runtime and the Python host in every Python process that
+starts with this directory on PYTHONPATH and ISOHOST_STAMPS set (a directory): values.encode
+and values.decode (either side), calls.call (a worker's call, its arguments decoded and the
+function run), the ComfyUI worker's nodes.run (the node with ComfyUI's state around it), and
+the steps of a call's two hops (_TIMED). Each process appends
 'NAME MS MINOR_FAULTS START END' lines (START and END on CLOCK_MONOTONIC, in seconds, one clock
 for every process) to ISOHOST_STAMPS/PID.log. For bench/gpu/node_ab.py only: it
 splits an isolated node's time."""
@@ -11,19 +12,29 @@ import importlib.util
 import os
 import resource
 import sys
+import threading
 import time
 
 _lines = []
+_flushing = threading.Lock()  # the worker's side lane stamps its reads too
 
 
 def _flush():
-    with open(os.path.join(os.environ["ISOHOST_STAMPS"], "%d.log" % os.getpid()), "a") as f:
-        f.write("".join(_lines))
-    _lines.clear()
+    with _flushing:
+        taken = _lines[:]
+        del _lines[:len(taken)]
+        with open(os.path.join(os.environ["ISOHOST_STAMPS"], "%d.log" % os.getpid()), "a") as f:
+            f.write("".join(taken))
 
 
-def _timed(module, name):
-    function = getattr(module, name)
+def _timed(module, path, stamp):
+    """Wraps module.PATH (a function, or Class.method) so that each call appends a STAMP line."""
+    owner_path, _, name = path.rpartition(".")
+    owner = module
+    for part in filter(None, owner_path.split(".")):
+        owner = getattr(owner, part)
+    static = isinstance(owner.__dict__.get(name), staticmethod)
+    function = getattr(owner, name)
 
     def timed(*args, **kwargs):
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -33,17 +44,25 @@ def _timed(module, name):
         finally:
             end = time.monotonic()
             _lines.append("%s %.4f %d %.6f %.6f\n" % (
-                name, (end - start) * 1e3,
+                stamp, (end - start) * 1e3,
                 resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, start, end))
             if len(_lines) >= 20:
                 _flush()
 
-    setattr(module, name, timed)
+    setattr(owner, name, staticmethod(timed) if static else timed)
 
 
-# The functions timed, by module.
-_TIMED = {"isohost_worker.values": ("encode", "decode"), "isohost_worker.calls": ("call",),
-          "isohost_comfy_worker.nodes": ("run",)}
+# What is timed, by module: {function or Class.method: its stamp's name}. A hop between the two
+# processes is split by the host's submit (Host._core_call: the call's request handed to the
+# core), the worker's read of it (frames.Reader.read, whose end is the request read and
+# parsed), the worker's reply (replies.encode, frames.send) and the host's wait for it
+# (Host._wait, whose end is the caller back in Python with the outcome; Host._finish).
+_TIMED = {"isohost_worker.values": {"encode": "encode", "decode": "decode"},
+          "isohost_worker.calls": {"call": "call"},
+          "isohost_comfy_worker.nodes": {"run": "run"},
+          "isohost_worker.frames": {"send": "send", "Reader.read": "read"},
+          "isohost_worker.replies": {"encode": "reply"},
+          "isohost": {"Host._core_call": "submit", "Host._wait": "wait", "Host._finish": "finish"}}
 
 
 class _Loader(importlib.abc.Loader):
@@ -56,8 +75,8 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module):
         self.real.exec_module(module)
-        for name in self.names:
-            _timed(module, name)
+        for path, stamp in self.names.items():
+            _timed(module, path, stamp)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
