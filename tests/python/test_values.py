@@ -38,6 +38,16 @@ def test_small_values_stay_in_the_stream():
         assert encoded.fds == [] and encoded.description["stream"]["kind"] == "inline"
 
 
+def test_a_stream_over_four_kib_travels_in_a_memfd_not_in_the_json_the_core_parses():
+    small_buffers = [b"%d" % i * 1000 for i in range(16)]  # each under INLINE_LIMIT
+    with values.encode(small_buffers) as encoded:
+        assert encoded.description["stream"] == {"kind": "memfd", "size": os.fstat(encoded.fds[0]).st_size}
+        assert encoded.description["buffers"] == [] and len(encoded.fds) == 1
+    assert round_trip(small_buffers) == small_buffers
+    with values.encode(b"x" * 3000) as encoded:
+        assert encoded.fds == [] and encoded.description["stream"]["kind"] == "inline"
+
+
 def test_every_descriptor_is_closed_when_decoding_fails():
     before = fd_count()
     with values.encode(b"y" * MIB) as encoded:
