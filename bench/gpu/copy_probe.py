@@ -5,7 +5,8 @@ the median and best of 200 copies, beside a warm torch clone (the limit bench co
 The destinations rotate over four memfds, as the spares cycle between host and worker, so a
 copy meets a destination another copy left out of the cache. The memmove rows on several
 threads use isohost_worker.parallel_copy's (each slice at least its MIN_SLICE, 2 MiB: six at
-most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one slice a thread).
+most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one slice a thread);
+the "core threads" rows the Python host's (core_rows).
 
     python3 bench/gpu/copy_probe.py [MiB]
 """
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
 from isohost_worker import parallel_copy  # noqa: E402
 
 
@@ -32,6 +34,23 @@ def timed(copy, rounds=200, warmup=20):
         if i >= warmup:
             samples.append((time.perf_counter() - start) * 1e3)
     return statistics.median(samples), min(samples)
+
+
+def core_rows(addresses, source, size, cpus):
+    """The isohost package's core threads (src/wire/parallel_copy.hpp), which the Python host
+    copies on: from $ISOHOST_BUILD_PYTHON (default build/python), none where not built."""
+    sys.path.insert(0, os.environ.get("ISOHOST_BUILD_PYTHON", str(REPO / "build" / "python")))
+    try:
+        from isohost import _isohost
+    except ImportError as e:
+        print("no core threads: %s" % e)
+        return []
+    counts = [n for n in (2, 4, 8, 16) if n <= cpus]
+    if not counts:
+        return []
+    _isohost.copy_memory(addresses[0], source, size, counts[-1])  # its threads: the most asked
+    return [("core threads, %d" % n, timed(
+        lambda i, n=n: _isohost.copy_memory(addresses[i % 4], source, size, n))) for n in counts]
 
 
 def main():
@@ -62,6 +81,7 @@ def main():
         pool = parallel_copy._CopyThreads(n)  # the threads values.py copies with, n of them
         rows.append(("memmove, %d threads" % n, timed(
             lambda i: pool.run(addresses[i % 4], image.data_ptr(), size))))
+    rows += core_rows(addresses, image.data_ptr(), size, cpus)
     threads = torch.get_num_threads()
     for n in (1, 2, 4, 8, 16):
         if n > cpus:

@@ -12,6 +12,10 @@ node took twice as long. Standard library only.
 
 ISOHOST_COPY_THREADS sets how many threads copy (1: the caller alone); by default one per CPU
 this process may run on, at most MAX_THREADS, and no more than one per MIN_SLICE bytes.
+
+In the Python host the isohost package hands copies to its core's threads instead
+(use_native): they do not take the GIL, which each of these threads takes back to leave its
+slice and to go back to sleep, one after another (src/wire/parallel_copy.hpp).
 """
 
 import ctypes
@@ -42,7 +46,24 @@ def copy(destination, source):
     # a thread still copies (a mapping closed meanwhile raises BufferError instead).
     target = (ctypes.c_char * size).from_buffer(destination)
     origin = (ctypes.c_char * size).from_buffer(source)
+    native = _native
+    if native is not None and native[1] == os.getpid():
+        native[0](ctypes.addressof(target), ctypes.addressof(origin), size,
+                  min(threads.count, size // MIN_SLICE))
+        return
     threads.run(ctypes.addressof(target), ctypes.addressof(origin), size)
+
+
+# (copy_memory, pid): a copy on threads that never take the GIL, for this process only (a fork
+# of it copies on Python threads of its own); None: Python threads.
+_native = None
+
+
+def use_native(copy_memory):
+    """Copy large buffers with `copy_memory(destination_address, source_address, size,
+    threads)`, which returns once every byte is copied (the isohost package's core)."""
+    global _native
+    _native = (copy_memory, os.getpid())
 
 
 class _Job:
