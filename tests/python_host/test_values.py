@@ -1,6 +1,7 @@
 """Round trips through a real worker: what goes in comes back equal, of the same type."""
 
 import asyncio
+import os
 import hashlib
 
 import numpy as np
@@ -197,3 +198,21 @@ def test_more_buffers_than_a_frame_carries(host):
 def test_json_arguments_too_big_for_a_frame_go_pickled(host):
     big = ["x" * 1000] * 70_000  # 70 MB as JSON
     assert host.call("w", "isohost_test_funcs:echo", big) == big
+
+
+def test_the_host_copies_large_buffers_on_its_core_threads_and_a_fork_on_python_threads():
+    from isohost_worker import parallel_copy
+
+    assert parallel_copy._native == (isohost._isohost.copy_memory, os.getpid())
+    source = np.random.default_rng(7).integers(0, 255, 9 << 20, dtype=np.uint8)
+    destination = bytearray(source.nbytes)
+    parallel_copy.copy(destination, source)
+    assert destination == source.tobytes()
+    child = os.fork()
+    if child == 0:  # its parent's core threads are not here: a hang would time the test out
+        again = bytearray(source.nbytes)
+        parallel_copy.copy(again, source)
+        os._exit(0 if again == source.tobytes() and parallel_copy._threads_here().pid == os.getpid()
+                 else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
