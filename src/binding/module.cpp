@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -254,8 +254,9 @@ void copy_memory(std::uintptr_t destination, std::uintptr_t source, std::size_t 
                  unsigned threads) {
   py::gil_scoped_release release;
   threads = std::max(1U, threads);
-  copy_threads(threads - 1).copy(reinterpret_cast<std::byte*>(destination),
-                                 reinterpret_cast<const std::byte*>(source), size, threads);
+  copy_threads(threads - 1)
+      .copy(reinterpret_cast<std::byte*>(destination), reinterpret_cast<const std::byte*>(source),
+            size, threads);
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ std::string quoted(const std::string& text) {
 // A polling window: a whole number of microseconds, at most a second (more would only burn a
 // core for nothing).
 std::chrono::microseconds microseconds(const toml::table& table, const std::string& key,
-                                       std::chrono::microseconds fallback, const std::string& source) {
+                                       std::chrono::microseconds fallback,
+                                       const std::string& source) {
   const toml::node* node = table.get(key);
   if (node == nullptr) return fallback;
   const auto value = node->value_exact<int64_t>();

@@ -18,8 +18,8 @@ std::vector<std::byte> pattern(std::size_t size, unsigned seed) {
 
 TEST(ParallelCopy, EverySliceIsCopiedWhateverTheSizeAndSliceCount) {
   ParallelCopy copy(3);
-  for (const std::size_t size : {std::size_t{1}, std::size_t{7}, std::size_t{4096},
-                                 std::size_t{(1 << 20) + 3}}) {
+  for (const std::size_t size :
+       {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{(1 << 20) + 3}}) {
     for (const unsigned slices : {1U, 2U, 4U, 9U}) {  // 9: more than the threads, clamped
       const auto source = pattern(size, slices);
       std::vector<std::byte> destination(size + 1, std::byte{0xEE});
