@@ -43,23 +43,29 @@ char thread_state(pid_t tid) {
   return stat[name_end + 2];
 }
 
-TEST(PoolLoopPolling, AfterACallTheLoopPollsForTheConfiguredSpellThenSleeps) {
+Config polling_after_a_call(std::chrono::microseconds spell) {
   auto config = fixture_config({"a"});
-  config.host.loop_poll_after_call = 1s;
-  Pool pool(std::move(config));
+  config.host.loop_poll_after_call = spell;
+  return config;
+}
+
+// The loop thread's id, once a first call has returned.
+pid_t loop_after_a_call(Pool& pool) {
   EXPECT_EQ(pool.call("a", "isohost_test_funcs:add", {2, 3}).get(), 5);
-  const pid_t loop = loop_thread_id(pool);
+  return loop_thread_id(pool);
+}
+
+TEST(PoolLoopPolling, AfterACallTheLoopPollsForTheConfiguredSpellThenSleeps) {
+  Pool pool(polling_after_a_call(1s));
+  const pid_t loop = loop_after_a_call(pool);
   EXPECT_EQ(thread_state(loop), 'R') << "within a second of the call, the loop still polls";
   EXPECT_TRUE(eventually([&] { return thread_state(loop) == 'S'; }, 10s))
       << "the loop sleeps once the spell is over";
 }
 
 TEST(PoolLoopPolling, TheNextCallEndsTheSpellSoThatTheLoopSleepsWhileTheWorkerRunsIt) {
-  auto config = fixture_config({"a"});
-  config.host.loop_poll_after_call = 1000s;
-  Pool pool(std::move(config));
-  EXPECT_EQ(pool.call("a", "isohost_test_funcs:add", {2, 3}).get(), 5);
-  const pid_t loop = loop_thread_id(pool);
+  Pool pool(polling_after_a_call(1000s));
+  const pid_t loop = loop_after_a_call(pool);
   ASSERT_EQ(thread_state(loop), 'R');
   const isohost::test_support::TempDir dir;
   const auto fifo = dir.path + "/hold";
@@ -72,11 +78,8 @@ TEST(PoolLoopPolling, TheNextCallEndsTheSpellSoThatTheLoopSleepsWhileTheWorkerRu
 }
 
 TEST(PoolLoopPolling, WithoutASpellTheLoopSleepsSoonAfterACall) {
-  auto config = fixture_config({"a"});
-  config.host.loop_poll_after_call = 0us;
-  Pool pool(std::move(config));
-  EXPECT_EQ(pool.call("a", "isohost_test_funcs:add", {2, 3}).get(), 5);
-  const pid_t loop = loop_thread_id(pool);
+  Pool pool(polling_after_a_call(0us));
+  const pid_t loop = loop_after_a_call(pool);
   EXPECT_TRUE(eventually([&] { return thread_state(loop) == 'S'; }, 1s));
 }
 
