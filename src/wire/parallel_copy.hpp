@@ -9,7 +9,8 @@
 // back to sleep, so the threads woken for a copy leave one after another. On the H100 machine
 // a 12 MiB IMAGE took 0.3 ms on four such threads back to back and 0.8 ms in an isolated node's
 // call, whose threads had gone to sleep. These threads never touch Python: they are woken at
-// once, and the caller waits for the last of them only.
+// once, and the caller waits for the last of them only (not yet measured on that machine;
+// bench/gpu/copy_probe.py prints both).
 //
 //   ParallelCopy copy(3);                        // three threads besides the caller's
 //   copy.copy(destination, source, size, 4);     // four slices, one of them the caller's

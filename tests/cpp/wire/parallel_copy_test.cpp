@@ -35,7 +35,7 @@ TEST(ParallelCopy, CallersOnSeveralThreadsShareTheThreads) {
   ParallelCopy copy(2);
   constexpr std::size_t kSize = 3 << 20;
   std::vector<std::thread> callers;
-  std::vector<bool> whole(4);
+  std::vector<int> whole(4);  // not vector<bool>: its bits share words between threads
   for (unsigned caller = 0; caller < 4; ++caller) {
     callers.emplace_back([&, caller] {
       const auto source = pattern(kSize, caller);
@@ -44,7 +44,7 @@ TEST(ParallelCopy, CallersOnSeveralThreadsShareTheThreads) {
         copy.copy(destination.data(), source.data(), kSize, 3);
         if (destination != source) return;
       }
-      whole[caller] = true;
+      whole[caller] = 1;
     });
   }
   for (auto& caller : callers) caller.join();
