@@ -86,8 +86,9 @@ def node_samples(tree, rounds, worker_env=None):
     config = base / "isohost.toml"
     config.write_text('[env.bench]\npython = "%s"\npacks = ["%s", "%s"]\n' % (
         sys.executable, pack, REPO / "tests" / "comfyui" / "packs" / "isohost_test_nodes"))
-    if host_table():
-        config.write_text("[host]\n" + "".join("%s = %d\n" % item for item in host_table().items())
+    host = host_table()
+    if host:
+        config.write_text("[host]\n" + "".join("%s = %d\n" % item for item in host.items())
                           + config.read_text())
     if worker_env:
         with config.open("a") as f:
