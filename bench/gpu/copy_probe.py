@@ -6,7 +6,8 @@ The destinations rotate over four memfds, as the spares cycle between host and w
 copy meets a destination another copy left out of the cache. The memmove rows on several
 threads use isohost_worker.parallel_copy's (each slice at least its MIN_SLICE, 2 MiB: six at
 most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one slice a thread);
-the "core threads" rows the Python host's (core_rows).
+the "native threads" rows libisohost_copy.so's, which both sides copy on where it is built;
+the "after a node" rows each copy a node's fresh output, as in a call.
 
     python3 bench/gpu/copy_probe.py [MiB]
 """
@@ -26,9 +27,13 @@ sys.path.insert(0, str(REPO / "python"))
 from isohost_worker import parallel_copy  # noqa: E402
 
 
-def timed(copy, rounds=200, warmup=20):
+def timed(copy, rounds=200, warmup=20, before=None):
+    """The median and best of `rounds` calls of copy(i), in ms; `before(i)`, untimed, runs
+    before each."""
     samples = []
     for i in range(rounds + warmup):
+        if before is not None:
+            before(i)
         start = time.perf_counter()
         copy(i)
         if i >= warmup:
@@ -36,21 +41,53 @@ def timed(copy, rounds=200, warmup=20):
     return statistics.median(samples), min(samples)
 
 
-def core_rows(addresses, source, size, cpus):
-    """The isohost package's core threads (src/wire/parallel_copy.hpp), which the Python host
-    copies on: from $ISOHOST_BUILD_PYTHON (default build/python), none where not built."""
-    sys.path.insert(0, os.environ.get("ISOHOST_BUILD_PYTHON", str(REPO / "build" / "python")))
-    try:
-        from isohost import _isohost
-    except ImportError as e:
-        print("no core threads: %s" % e)
-        return []
+def native_copy():
+    """libisohost_copy.so's copy (src/wire/copy_library.cpp), which the worker runtime and the
+    Python host copy on: from $ISOHOST_BUILD_PYTHON (default build/python), None where not
+    built. Its threads are as many as the first call asks for: the most that the rows ask."""
+    directory = os.environ.get("ISOHOST_BUILD_PYTHON", str(REPO / "build" / "python"))
+    library = parallel_copy._load(os.path.join(directory, parallel_copy.LIBRARY_NAME))
+    if library is None:
+        print("no native threads: %s not built" % directory)
+    return library
+
+
+def native_rows(library, addresses, source, size, cpus):
     counts = [n for n in (2, 4, 8, 16) if n <= cpus]
-    if not counts:
+    if library is None or not counts:
         return []
-    _isohost.copy_memory(addresses[0], source, size, counts[-1])  # its threads: the most asked
-    return [("core threads, %d" % n, timed(
-        lambda i, n=n: _isohost.copy_memory(addresses[i % 4], source, size, n))) for n in counts]
+    return [("native threads, %d" % n, timed(
+        lambda i, n=n: library(addresses[i % 4], source, size, n, cpus))) for n in counts]
+
+
+def after_node_rows(image, addresses, tensors, size, cpus, library):
+    """The copies again, each of a fresh node's output (1 - image on torch's threads, as
+    ComfyUI's Invert) right after the node, as in an isolated node's call: torch's threads may
+    still hold the cores then (OMP_WAIT_POLICY) and the source is new memory."""
+    made = {}
+
+    def node(i):
+        made["out"] = 1.0 - image
+
+    def address():
+        return made["out"].data_ptr()
+
+    rows = [("after a node: node itself", timed(node))]
+    rows.append(("after a node: memmove, one thread", timed(
+        lambda i: ctypes.memmove(addresses[i % 4], address(), size), before=node)))
+    for n in (4, 8):
+        if n <= cpus:
+            pool = parallel_copy._CopyThreads(n)
+            rows.append(("after a node: memmove, %d threads" % n, timed(
+                lambda i, pool=pool: pool.run(addresses[i % 4], address(), size), before=node)))
+    for n in (4, 8, 16):
+        if library is not None and n <= cpus:
+            rows.append(("after a node: native threads, %d" % n, timed(
+                lambda i, n=n: library(addresses[i % 4], address(), size, n, cpus),
+                before=node)))
+    rows.append(("after a node: torch copy_", timed(
+        lambda i: tensors[i % 4].copy_(made["out"].view(torch.uint8).view(-1)), before=node)))
+    return rows
 
 
 def main():
@@ -81,7 +118,8 @@ def main():
         pool = parallel_copy._CopyThreads(n)  # the threads values.py copies with, n of them
         rows.append(("memmove, %d threads" % n, timed(
             lambda i: pool.run(addresses[i % 4], image.data_ptr(), size))))
-    rows += core_rows(addresses, image.data_ptr(), size, cpus)
+    library = native_copy()
+    rows += native_rows(library, addresses, image.data_ptr(), size, cpus)
     threads = torch.get_num_threads()
     for n in (1, 2, 4, 8, 16):
         if n > cpus:
@@ -90,6 +128,7 @@ def main():
         rows.append(("torch copy_, %d threads" % n, timed(
             lambda i: tensors[i % 4].copy_(source_bytes))))
     torch.set_num_threads(threads)
+    rows += after_node_rows(image, addresses, tensors, size, cpus, library)
     base = rows[0][1][0]
     for name, (median, best) in rows:
         print("%-32s median %7.3f ms  best %7.3f  x%5.2f of the clone" % (name, median, best,

@@ -20,7 +20,7 @@ import time
 import weakref
 
 import isohost_worker
-from isohost_worker import parallel_copy, values
+from isohost_worker import values
 from isohost_worker.values import DeviceFallbackWarning
 
 from isohost import _isohost, config as _config
@@ -38,9 +38,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("isohost")
-
-# A call's large arguments are copied into their memfds on the core's threads, not the GIL's.
-parallel_copy.use_native(_isohost.copy_memory)
 
 # A JSON body past this goes pickled instead (a frame's body is at most 64 MiB).
 _JSON_LIMIT = 60 << 20

@@ -5,17 +5,20 @@ and each isolated node pays such a copy on each side: on the H100 machine (16 co
 alone, 0.36 ms on four threads, against 0.05 ms for a warm clone() (bench/gpu/copy_probe.py);
 in an isolated node's call each side's encoding fell from 1.1 to 0.68 ms and the node (1 -
 image) from 4.4 to 3.3 ms, against a limit of about 1.4 (bench/results/h100-2026-12-06-copy).
-ctypes.memmove releases the GIL, so plain threads copy in parallel, each a slice; they block
-between copies. torch's copy_ on its intra-op threads copies faster alone (0.06 ms on 16), but
-its threads then spin, by default, and held the cores the other process needed: the isolated
-node took twice as long. Standard library only.
+torch's copy_ on its intra-op threads copies faster alone (0.06 ms on 16), but its threads
+then spin, by default, and held the cores the other process needed: the isolated node took
+twice as long.
+
+Where a build put libisohost_copy.so beside the runtime's packages (build/python), the copy
+runs on its threads (src/wire/parallel_copy.hpp), which never take the GIL; ctypes releases it
+around the call. Elsewhere (the runtime in the source tree, a sanitizer build) on Python
+threads: ctypes.memmove releases the GIL, so they copy in parallel, each a slice, but each
+takes the GIL back to leave its slice and to sleep again, one after another. Standard library
+only either way: the library has a C entry point and no Python ABI.
 
 ISOHOST_COPY_THREADS sets how many threads copy (1: the caller alone); by default one per CPU
 this process may run on, at most MAX_THREADS, and no more than one per MIN_SLICE bytes.
-
-In the Python host the isohost package hands copies to its core's threads instead
-(use_native): they do not take the GIL, which each of these threads takes back to leave its
-slice and to go back to sleep, one after another (src/wire/parallel_copy.hpp).
+ISOHOST_COPY_LIBRARY names the library to load instead (empty: none, Python threads).
 """
 
 import ctypes
@@ -46,24 +49,47 @@ def copy(destination, source):
     # a thread still copies (a mapping closed meanwhile raises BufferError instead).
     target = (ctypes.c_char * size).from_buffer(destination)
     origin = (ctypes.c_char * size).from_buffer(source)
-    native = _native
-    if native is not None and native[1] == os.getpid():
-        native[0](ctypes.addressof(target), ctypes.addressof(origin), size,
-                  min(threads.count, size // MIN_SLICE))
+    slices = min(threads.count, size // MIN_SLICE)
+    library = _library()
+    if library is not None and library(ctypes.addressof(target), ctypes.addressof(origin), size,
+                                       slices, threads.count) == 0:
         return
     threads.run(ctypes.addressof(target), ctypes.addressof(origin), size)
 
 
-# (copy_memory, pid): a copy on threads that never take the GIL, for this process only (a fork
-# of it copies on Python threads of its own); None: Python threads.
-_native = None
+LIBRARY_NAME = "libisohost_copy.so"
+_loaded = None  # [the library's copy function, or None]: loaded once, a fork keeps it
 
 
-def use_native(copy_memory):
-    """Copy large buffers with `copy_memory(destination_address, source_address, size,
-    threads)`, which returns once every byte is copied (the isohost package's core)."""
-    global _native
-    _native = (copy_memory, os.getpid())
+def _library():
+    """libisohost_copy.so's isohost_copy_memory, or None where there is none to load (or it
+    would not load: a warning says why)."""
+    global _loaded
+    if _loaded is None:
+        _loaded = [_load(os.environ.get("ISOHOST_COPY_LIBRARY"))]
+    return _loaded[0]
+
+
+def _load(named):
+    if named is None:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            LIBRARY_NAME)
+        if not os.path.exists(path):
+            return None
+    elif not named.strip():
+        return None
+    else:
+        path = named
+    try:
+        function = ctypes.CDLL(path).isohost_copy_memory
+    except (OSError, AttributeError) as e:
+        warnings.warn("cannot load the copy library %s (%s); copying on Python threads"
+                      % (path, e), RuntimeWarning, stacklevel=4)
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 class _Job:

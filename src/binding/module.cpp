@@ -27,7 +27,6 @@
 #include "pool/pool.hpp"
 #include "wire/frame.hpp"
 #include "wire/json_depth.hpp"
-#include "wire/parallel_copy.hpp"
 #include "worker/worker.hpp"
 
 namespace py = pybind11;
@@ -232,33 +231,6 @@ py::tuple outcome(PendingCall& pending) {
   return py::make_tuple("pickle", dump(outcome->pickle()), fd_list);
 }
 
-// This process's copy threads, as many as the first copy asks for (parallel_copy.py asks for
-// the same number each time; copy() clamps a larger one). Never destroyed: a copy may be in
-// flight on another thread, and in a forked child, which makes its own, its parent's threads
-// are not there to join.
-wire::ParallelCopy& copy_threads(unsigned helpers) {
-  static std::mutex guard;
-  static wire::ParallelCopy* threads = nullptr;
-  static pid_t owner = 0;
-  std::lock_guard lock(guard);
-  if (threads == nullptr || owner != ::getpid()) {
-    threads = new wire::ParallelCopy(helpers);  // NOLINT(cppcoreguidelines-owning-memory)
-    owner = ::getpid();
-  }
-  return *threads;
-}
-
-// parallel_copy.py's copy, GIL released: `size` bytes from address `source` to `destination`,
-// on `threads` threads (the caller's one of them). The caller holds both buffers' exports.
-void copy_memory(std::uintptr_t destination, std::uintptr_t source, std::size_t size,
-                 unsigned threads) {
-  py::gil_scoped_release release;
-  threads = std::max(1U, threads);
-  copy_threads(threads - 1)
-      .copy(reinterpret_cast<std::byte*>(destination), reinterpret_cast<const std::byte*>(source),
-            size, threads);
-}
-
 }  // namespace
 }  // namespace isohost::binding
 
@@ -270,10 +242,6 @@ PYBIND11_MODULE(_isohost, m) {
   // The host's log (worker starts and ends, the workers' own output) goes to stderr: a Python
   // host's stdout is its own.
   spdlog::set_default_logger(spdlog::stderr_color_mt("isohost"));
-
-  m.def("copy_memory", &binding::copy_memory, py::arg("destination"), py::arg("source"),
-        py::arg("size"), py::arg("threads"),
-        "Copies size bytes between two addresses on this many threads, GIL released");
 
   binding::core_error = PyErr_NewException("_isohost.CoreError", nullptr, nullptr);
   m.attr("CoreError") = py::handle(binding::core_error);

@@ -205,20 +205,47 @@ def python_copy_threads():
     return [t for t in threading.enumerate() if t.name.startswith("isohost-copy")]
 
 
-def test_the_host_copies_large_buffers_on_its_core_threads_and_a_fork_on_python_threads():
+def test_the_host_copies_large_buffers_on_the_copy_library_and_so_does_its_fork():
     from isohost_worker import parallel_copy
 
-    assert parallel_copy._native == (isohost._isohost.copy_memory, os.getpid())
+    assert parallel_copy._library() is not None  # build/python/libisohost_copy.so
     source = np.random.default_rng(7).integers(0, 255, 9 << 20, dtype=np.uint8)
     destination = bytearray(source.nbytes)
     parallel_copy.copy(destination, source)
     assert destination == source.tobytes()
-    assert python_copy_threads() == []  # the core's threads copied it
+    assert python_copy_threads() == []  # the library's threads copied it
     child = os.fork()
-    if child == 0:  # its parent's core threads are not here: a hang would time the test out
+    if child == 0:  # its parent's copy threads are not here: a hang would time the test out
         again = bytearray(source.nbytes)
         parallel_copy.copy(again, source)
-        on_python_threads = bool(python_copy_threads()) or parallel_copy._threads_here().count == 1
-        os._exit(0 if again == source.tobytes() and on_python_threads else 1)
+        os._exit(0 if again == source.tobytes() and not python_copy_threads() else 1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_worker_copies_large_buffers_on_the_copy_library_beside_its_runtime(fresh_host):
+    report = fresh_host.call("w", "isohost_value_funcs:copy_report", 9 << 20)
+    assert report["library"] and report["equal"]
+    assert report["python_threads"] == []
+    assert report["started"] == report["count"] - 1  # the library's helpers, started by this copy
+
+
+@pytest.mark.parametrize("named, warned", [("missing.so", True), ("", False)])
+def test_a_copy_library_that_will_not_load_leaves_copies_to_python_threads(
+        monkeypatch, tmp_path, named, warned):
+    from isohost_worker import parallel_copy
+
+    monkeypatch.setattr(parallel_copy, "_loaded", None)
+    monkeypatch.setenv("ISOHOST_COPY_LIBRARY", str(tmp_path / named) if named else "")
+    monkeypatch.setenv("ISOHOST_COPY_THREADS", "2")
+    monkeypatch.setattr(parallel_copy, "_threads", None)  # a count read afresh
+    source = bytearray(os.urandom(9 << 20))
+    destination = bytearray(len(source))
+    if warned:
+        with pytest.warns(RuntimeWarning, match="cannot load the copy library .*missing.so"):
+            parallel_copy.copy(destination, source)
+    else:
+        parallel_copy.copy(destination, source)
+    assert parallel_copy._library() is None
+    assert destination == source
+    assert python_copy_threads()  # copied on Python threads

@@ -1,8 +1,9 @@
 """Times a few functions of the worker's runtime and the Python host in every Python process that
 starts with this directory on PYTHONPATH and ISOHOST_STAMPS set (a directory): values.encode
 and values.decode (either side), calls.call (a worker's call, its arguments decoded and the
-function run), the ComfyUI worker's nodes.run (the node with ComfyUI's state around it), and
-the steps of a call's two hops (_TIMED). Each process appends
+function run), a large buffer's way into its memfd (values._memfd_with) and the copy itself
+(parallel_copy.copy, into a spare's kept mapping), the ComfyUI worker's nodes.run (the node
+with ComfyUI's state around it), and the steps of a call's two hops (_TIMED). Each process appends
 'NAME MS MINOR_FAULTS START END' lines (START and END on CLOCK_MONOTONIC, in seconds, one clock
 for every process) to ISOHOST_STAMPS/PID.log. For bench/gpu/node_ab.py only: it
 splits an isolated node's time."""
@@ -57,7 +58,9 @@ def _timed(module, path, stamp):
 # core), the worker's read of it (frames.Reader.read, whose end is the request read and
 # parsed), the worker's reply (replies.encode, frames.send) and the host's wait for it
 # (Host._wait, whose end is the caller back in Python with the outcome; Host._finish).
-_TIMED = {"isohost_worker.values": {"encode": "encode", "decode": "decode"},
+_TIMED = {"isohost_worker.values": {"encode": "encode", "decode": "decode",
+                                    "_memfd_with": "memfd"},
+          "isohost_worker.parallel_copy": {"copy": "copy"},
           "isohost_worker.calls": {"call": "call"},
           "isohost_comfy_worker.nodes": {"run": "run"},
           "isohost_worker.frames": {"send": "send", "Reader.read": "read"},

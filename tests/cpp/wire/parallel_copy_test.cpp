@@ -59,5 +59,15 @@ TEST(ParallelCopy, NoHelpersCopiesOnTheCallerAlone) {
   EXPECT_EQ(destination, source);
 }
 
+TEST(ParallelCopy, AProcessHasOneSetOfThreadsTheFirstCallerSized) {
+  auto& threads = ParallelCopy::of_this_process(2);
+  EXPECT_EQ(&ParallelCopy::of_this_process(5), &threads);
+  EXPECT_EQ(threads.helpers(), 2U);
+  const auto source = pattern(1 << 20, 9);
+  std::vector<std::byte> destination(source.size());
+  threads.copy(destination.data(), source.data(), source.size(), 3);
+  EXPECT_EQ(destination, source);
+}
+
 }  // namespace
 }  // namespace isohost::wire

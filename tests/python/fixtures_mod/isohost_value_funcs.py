@@ -87,3 +87,20 @@ def checksum(x):
     """[length, sum of the bytes] of a bytes-like value: content checked from C++."""
     view = memoryview(x).cast("B")
     return [view.nbytes, sum(view)]
+
+
+def copy_report(size):
+    """What this worker copies a buffer of `size` bytes on (isohost_worker.parallel_copy):
+    whether its library is loaded, how many OS threads the copy started, the Python copy
+    threads, the threads it copies on in all, and whether every byte arrived."""
+    from isohost_worker import parallel_copy
+
+    source = bytearray(os.urandom(size))
+    destination = bytearray(size)
+    before = len(os.listdir("/proc/self/task"))
+    parallel_copy.copy(destination, source)
+    return {"library": parallel_copy._library() is not None,
+            "started": len(os.listdir("/proc/self/task")) - before,
+            "python_threads": [t.name for t in threading.enumerate()
+                               if t.name.startswith("isohost-copy")],
+            "count": parallel_copy._threads_here().count, "equal": destination == source}
