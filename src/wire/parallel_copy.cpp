@@ -1,7 +1,7 @@
 #include "wire/parallel_copy.hpp"
 
-#include <asio/post.hpp>
 #include <unistd.h>
+#include <asio/post.hpp>
 
 #include <algorithm>
 #include <cstring>
