@@ -73,6 +73,13 @@ def after_node_rows(image, addresses, tensors, size, cpus, library):
         return made["out"].data_ptr()
 
     rows = [("after a node: node itself", timed(node))]
+    # The node again on a tensor over a memfd's mapping, as a worker's input arrives, rewritten
+    # before each run as the host rewrites a spare (shmem pages, 4 KiB unless shmem THP is on).
+    mapped = tensors[0].view(image.dtype).view(image.shape)
+    rows.append(("node on a memfd's tensor", timed(
+        lambda i: 1.0 - mapped, before=lambda i: mapped.copy_(image))))
+    rows.append(("node on its own tensor, rewritten", timed(
+        lambda i: 1.0 - image, before=lambda i: image.copy_(mapped))))
     rows.append(("after a node: memmove, one thread", timed(
         lambda i: ctypes.memmove(addresses[i % 4], address(), size), before=node)))
     for n in (4, 8):
@@ -107,6 +114,12 @@ def main():
     cpus = len(os.sched_getaffinity(0))
     print("%d MiB, %d cpus, torch %s with %d threads" % (mib, cpus, torch.__version__,
                                                        torch.get_num_threads()))
+    for knob in ("enabled", "shmem_enabled"):
+        try:
+            print("transparent huge pages, %s: %s" % (knob, Path(
+                "/sys/kernel/mm/transparent_hugepage", knob).read_text().strip()))
+        except OSError:
+            pass
     rows = [("clone (warm, torch's threads)", timed(lambda i: image.clone()))]
     rows.append(("mmap slice (one thread)", timed(lambda i: maps[i % 4].__setitem__(
         slice(None), source))))
