@@ -17,7 +17,8 @@ takes the GIL back to leave its slice and to sleep again, one after another. Sta
 only either way: the library has a C entry point and no Python ABI.
 
 ISOHOST_COPY_THREADS sets how many threads copy (1: the caller alone); by default one per CPU
-this process may run on, at most MAX_THREADS, and no more than one per MIN_SLICE bytes.
+this process may run on, at most NATIVE_MAX_THREADS of the library's (MAX_THREADS of Python's),
+and no more than one per NATIVE_MIN_SLICE (MIN_SLICE) bytes.
 ISOHOST_COPY_LIBRARY names the library to load instead (empty: none, Python threads).
 """
 
@@ -26,11 +27,17 @@ import os
 import threading
 import warnings
 
-# Each thread copies at least this much (a smaller buffer is the caller's alone): waking a
-# thread costs more than it saves on less. Four threads copied as fast as eight on the H100
-# machine (0.36 ms for 12 MiB), sixteen slower (1.06).
+# Python threads: each copies at least MIN_SLICE (a smaller buffer is the caller's alone), and
+# at most MAX_THREADS copy: waking one costs more than it saves on less, and four copied as fast
+# as eight on the H100 machine (0.36 ms for 12 MiB), sixteen slower (1.06): each takes the GIL.
 MIN_SLICE = 2 << 20
 MAX_THREADS = 4
+# The library's threads take no GIL and scale further: on the H100 machine 12 MiB back to back
+# took 0.46 ms on four, 0.31 on eight, 0.19 on sixteen, and in an isolated node's call each
+# side's copy fell from 0.54-0.62 ms on four to 0.38-0.44 on six (NATIVE_MIN_SLICE was 2 MiB
+# then; bench/results/h100-2026-12-06-copy-library).
+NATIVE_MIN_SLICE = 512 << 10
+NATIVE_MAX_THREADS = 16
 
 
 def copy(destination, source):
@@ -41,20 +48,30 @@ def copy(destination, source):
     a copy thread while the caller waits for it."""
     view = memoryview(source).cast("B")
     size = len(view)
-    threads = _threads_here() if size >= 2 * MIN_SLICE and not view.readonly else None
-    if threads is None or threads.count == 1:
-        memoryview(destination).cast("B")[:] = view
-        return
-    # The ctypes objects hold exports of both buffers: neither can be closed or resized while
-    # a thread still copies (a mapping closed meanwhile raises BufferError instead).
-    target = (ctypes.c_char * size).from_buffer(destination)
-    origin = (ctypes.c_char * size).from_buffer(source)
-    slices = min(threads.count, size // MIN_SLICE)
+    if not view.readonly and size >= 2 * NATIVE_MIN_SLICE:
+        # The ctypes objects hold exports of both buffers: neither can be closed or resized
+        # while a thread still copies (a mapping closed meanwhile raises BufferError instead).
+        target = (ctypes.c_char * size).from_buffer(destination)
+        origin = (ctypes.c_char * size).from_buffer(source)
+        if _copied_natively(ctypes.addressof(target), ctypes.addressof(origin), size):
+            return
+        threads = _threads_here()
+        if threads.count > 1 and size >= 2 * MIN_SLICE:
+            threads.run(ctypes.addressof(target), ctypes.addressof(origin), size)
+            return
+        del target, origin
+    memoryview(destination).cast("B")[:] = view
+
+
+def _copied_natively(destination, source, size):
+    """Whether the library copied `size` bytes between the two addresses (False where there is
+    no library, where one thread would copy alone, or where its threads would not start)."""
     library = _library()
-    if library is not None and library(ctypes.addressof(target), ctypes.addressof(origin), size,
-                                       slices, threads.count) == 0:
-        return
-    threads.run(ctypes.addressof(target), ctypes.addressof(origin), size)
+    if library is None:
+        return False
+    count = _native_count()
+    slices = min(count, size // NATIVE_MIN_SLICE)
+    return slices > 1 and library(destination, source, size, slices, count) == 0
 
 
 LIBRARY_NAME = "libisohost_copy.so"
@@ -184,7 +201,7 @@ def _copy_slice(index, job):
         ctypes.memmove(job.destination + begin, job.source + begin, min(step, job.size - begin))
 
 
-def _configured_count():
+def _configured_count(most):
     configured = os.environ.get("ISOHOST_COPY_THREADS", "").strip()
     if configured:
         try:
@@ -192,7 +209,20 @@ def _configured_count():
         except ValueError:
             warnings.warn("ISOHOST_COPY_THREADS=%r is not a whole number of threads; copying "
                           "with the default" % configured, RuntimeWarning, stacklevel=2)
-    return max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
+    return max(1, min(most, len(os.sched_getaffinity(0))))
+
+
+_native = None  # (pid, how many threads the library copies on in that process)
+
+
+def _native_count():
+    """How many threads the library copies on here (the caller's among them), read once in
+    each process: the library's threads are as many as its first copy asked for."""
+    global _native
+    native = _native
+    if native is None or native[0] != os.getpid():
+        native = _native = (os.getpid(), _configured_count(NATIVE_MAX_THREADS))
+    return native[1]
 
 
 _threads = None
@@ -207,6 +237,6 @@ def _threads_here():
     if threads is None or threads.pid != os.getpid():
         with _threads_lock:
             if _threads is None or _threads.pid != os.getpid():
-                _threads = _CopyThreads(_configured_count())
+                _threads = _CopyThreads(_configured_count(MAX_THREADS))
             threads = _threads
     return threads

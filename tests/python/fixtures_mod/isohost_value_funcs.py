@@ -103,4 +103,4 @@ def copy_report(size):
             "started": len(os.listdir("/proc/self/task")) - before,
             "python_threads": [t.name for t in threading.enumerate()
                                if t.name.startswith("isohost-copy")],
-            "count": parallel_copy._threads_here().count, "equal": destination == source}
+            "count": parallel_copy._native_count(), "equal": destination == source}
