@@ -4,10 +4,11 @@ the median and best of 200 copies, beside a warm torch clone (the limit bench co
 
 The destinations rotate over four memfds, as the spares cycle between host and worker, so a
 copy meets a destination another copy left out of the cache. The memmove rows on several
-threads use isohost_worker.parallel_copy's Python threads (each slice at least its MIN_SLICE, 2 MiB: six at
-most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one slice a thread);
-the "native threads" rows libisohost_copy.so's, which both sides copy on where it is built;
-the "after a node" rows each copy a node's fresh output, as in a call.
+threads use isohost_worker.parallel_copy's Python threads (each slice at least its MIN_SLICE,
+2 MiB: six at most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one
+slice a thread); the "native threads" rows libisohost_copy.so's, which both sides copy on where
+it is built (N slices over sixteen threads); the "after a node" rows each copy a node's fresh
+output, as in a call.
 
     python3 bench/gpu/copy_probe.py [MiB]
 """
