@@ -34,8 +34,8 @@ MIN_SLICE = 2 << 20
 MAX_THREADS = 4
 # The library's threads take no GIL and scale further: on the H100 machine 12 MiB back to back
 # took 0.46 ms on four, 0.31 on eight, 0.19 on sixteen, and in an isolated node's call each
-# side's copy fell from 0.54-0.62 ms on four to 0.38-0.44 on six (NATIVE_MIN_SLICE was 2 MiB
-# then; bench/results/h100-2026-12-06-copy-library).
+# side's copy took 0.54-0.62 ms on four, 0.19 on sixteen, beside a warm clone's 0.12
+# (bench/results/h100-2026-12-06-copy-library).
 NATIVE_MIN_SLICE = 512 << 10
 NATIVE_MAX_THREADS = 16
 
