@@ -6,11 +6,10 @@
 // beside the runtime, and copies on Python threads of its own where not (the source tree).
 //
 // Why not Python threads alone: ctypes' memmove releases the GIL, but each Python thread takes
-// the GIL back to leave its slice and to go back to sleep, so the threads woken for a copy leave
-// one after another. On the H100 machine a 12 MiB IMAGE took 0.3 ms on four such threads back to
-// back and 0.8 ms in an isolated node's call, whose threads had gone to sleep. These threads
-// never touch Python: they are woken at once, and the caller waits for the last of them only
-// (bench/gpu/copy_probe.py prints both ways).
+// the GIL back to leave its slice and to go back to sleep, so they stop scaling at four. These
+// threads never touch Python and scale on: on the H100 machine each side's copy of a 12 MiB
+// IMAGE in an isolated node's call took 0.55-0.63 ms on four threads of either kind and 0.19 on
+// sixteen of these, beside a warm clone's 0.12 (bench/results/h100-2026-12-06-copy-library).
 //
 //   ParallelCopy copy(3);                        // three threads besides the caller's
 //   copy.copy(destination, source, size, 4);     // four slices, one of them the caller's
