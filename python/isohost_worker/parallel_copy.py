@@ -1,13 +1,10 @@
 """A large buffer copied into a memfd's mapping by several threads at once.
 
 One thread's memmove of a 12 MiB IMAGE reaches a fraction of the machine's memory bandwidth,
-and each isolated node pays such a copy on each side: on the H100 machine (16 cores) 1.1 ms
-alone, 0.36 ms on four threads, against 0.05 ms for a warm clone() (bench/gpu/copy_probe.py);
-in an isolated node's call each side's encoding fell from 1.1 to 0.68 ms and the node (1 -
-image) from 4.4 to 3.3 ms, against a limit of about 1.4 (bench/results/h100-2026-12-06-copy).
-torch's copy_ on its intra-op threads copies faster alone (0.06 ms on 16), but its threads
-then spin, by default, and held the cores the other process needed: the isolated node took
-twice as long.
+and each isolated node pays such a copy on each side (the figures: at MIN_SLICE and
+NATIVE_MIN_SLICE below). torch's copy_ on its intra-op threads is not used: its threads then
+spin, by default, and held the cores the other process needed, so the isolated node took twice
+as long (bench/results/h100-2026-12-06-copy).
 
 Where a build put libisohost_copy.so beside the runtime's packages (build/python), the copy
 runs on its threads (src/wire/parallel_copy.hpp), which never take the GIL; ctypes releases it
@@ -28,12 +25,13 @@ import threading
 import warnings
 
 # Python threads: each copies at least MIN_SLICE (a smaller buffer is the caller's alone), and
-# at most MAX_THREADS copy: waking one costs more than it saves on less, and four copied as fast
-# as eight on the H100 machine (0.36 ms for 12 MiB), sixteen slower (1.06): each takes the GIL.
+# at most MAX_THREADS copy: waking one costs more than it saves on less, and on the H100 machine
+# 12 MiB took 1.1 ms on one, 0.36 on four, as long on eight and 1.06 on sixteen (each takes the
+# GIL), against 0.05 for a warm clone (bench/results/h100-2026-12-06-copy).
 MIN_SLICE = 2 << 20
 MAX_THREADS = 4
 # The library's threads take no GIL and scale further: on the H100 machine 12 MiB back to back
-# took 0.46 ms on four, 0.31 on eight, 0.19 on sixteen, and in an isolated node's call each
+# took 0.46 ms on four, 0.31 on eight, 0.19 on sixteen (a warm clone: 0.14), and in a call each
 # side's copy took 0.54-0.62 ms on four, 0.19 on sixteen, beside a warm clone's 0.12
 # (bench/results/h100-2026-12-06-copy-library).
 NATIVE_MIN_SLICE = 512 << 10
@@ -101,7 +99,7 @@ def _load(named):
         function = ctypes.CDLL(path).isohost_copy_memory
     except (OSError, AttributeError) as e:
         warnings.warn("cannot load the copy library %s (%s); copying on Python threads"
-                      % (path, e), RuntimeWarning, stacklevel=4)
+                      % (path, e), RuntimeWarning, stacklevel=5)
         return None
     function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint,
                          ctypes.c_uint]
