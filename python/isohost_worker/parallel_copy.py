@@ -2,7 +2,7 @@
 
 One thread's memmove of a 12 MiB IMAGE reaches a fraction of the machine's memory bandwidth,
 and each isolated node pays such a copy on each side (the figures: at MIN_SLICE and
-NATIVE_MIN_SLICE below). torch's copy_ on its intra-op threads is not used: its threads then
+NATIVE_SLICE below). torch's copy_ on its intra-op threads is not used: its threads then
 spin, by default, and held the cores the other process needed, so the isolated node took twice
 as long (bench/results/h100-2026-12-06-copy).
 
@@ -14,8 +14,9 @@ takes the GIL back to leave its slice and to sleep again, one after another. Sta
 only either way: the library has a C entry point and no Python ABI.
 
 ISOHOST_COPY_THREADS sets how many threads copy (1: the caller alone); by default one per CPU
-this process may run on, at most NATIVE_MAX_THREADS of the library's (MAX_THREADS of Python's),
-and no more than one per NATIVE_MIN_SLICE (MIN_SLICE) bytes.
+this process may run on, at most NATIVE_MAX_THREADS of the library's (MAX_THREADS of Python's).
+The library's threads take slices of NATIVE_SLICE bytes until none is left; Python's each one
+slice of at least MIN_SLICE.
 ISOHOST_COPY_LIBRARY names the library to load instead (empty: none, Python threads).
 """
 
@@ -33,8 +34,10 @@ MAX_THREADS = 4
 # The library's threads take no GIL and scale further: on the H100 machine 12 MiB back to back
 # took 0.46 ms on four, 0.31 on eight, 0.19 on sixteen (a warm clone: 0.14), and in a call each
 # side's copy took 0.54-0.62 ms on four, 0.19 on sixteen, beside a warm clone's 0.12
-# (bench/results/h100-2026-12-06-copy-library).
-NATIVE_MIN_SLICE = 512 << 10
+# (bench/results/h100-2026-12-06-copy-library). They wake at once and take slices of
+# NATIVE_SLICE until none is left, so that those that wake first copy more: a buffer of fewer
+# than two slices is the caller's alone.
+NATIVE_SLICE = 256 << 10
 NATIVE_MAX_THREADS = 16
 
 
@@ -46,7 +49,7 @@ def copy(destination, source):
     a copy thread while the caller waits for it."""
     view = memoryview(source).cast("B")
     size = len(view)
-    if not view.readonly and size >= 2 * NATIVE_MIN_SLICE:
+    if not view.readonly and size >= 2 * NATIVE_SLICE:
         # The ctypes objects hold exports of both buffers: neither can be closed or resized
         # while a thread still copies (a mapping closed meanwhile raises BufferError instead).
         target = (ctypes.c_char * size).from_buffer(destination)
@@ -63,13 +66,11 @@ def copy(destination, source):
 
 def _copied_natively(destination, source, size):
     """Whether the library copied `size` bytes between the two addresses (False where there is
-    no library, where one thread would copy alone, or where its threads would not start)."""
+    no library, or where its threads would not start)."""
     library = _library()
     if library is None:
         return False
-    count = _native_count()
-    slices = min(count, size // NATIVE_MIN_SLICE)
-    return slices > 1 and library(destination, source, size, slices, count) == 0
+    return library(destination, source, size, size // NATIVE_SLICE, _native_count()) == 0
 
 
 LIBRARY_NAME = "libisohost_copy.so"

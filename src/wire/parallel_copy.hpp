@@ -11,41 +11,68 @@
 // IMAGE in an isolated node's call took 0.55-0.63 ms on four threads of either kind and 0.19 on
 // sixteen of these, beside a warm clone's 0.12 (bench/results/h100-2026-12-06-copy-library).
 //
-//   ParallelCopy copy(3);                        // three threads besides the caller's
-//   copy.copy(destination, source, size, 4);     // four slices, one of them the caller's
+// Why not a thread pool's queue (asio's thread_pool, as first built): posting a slice to each
+// thread wakes the threads one after another, a system call each, and the last one starts its
+// slice that much later. Here one call wakes them all at once, and each thread, the caller's
+// too, takes the next slice not yet taken until none is left: a thread that wakes late finds
+// its share copied by those that woke first.
 //
-// Thread safety: copy() may be called from several threads at once. The threads do not survive
-// a fork: of_this_process() makes a forked child its own.
+//   ParallelCopy copy(3);                        // three threads besides the caller's
+//   copy.copy(destination, source, size, 8);     // eight slices, taken by whoever is free
+//
+// Thread safety: copy() may be called from several threads at once; the copies then run one
+// after another. The threads do not survive a fork: of_this_process() makes a forked child its
+// own.
 
-#include <asio/thread_pool.hpp>
-
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace isohost::wire {
 
 class ParallelCopy {
  public:
   explicit ParallelCopy(unsigned helpers);
-  ~ParallelCopy();  // joins the threads, which finish any copy in flight first
+  ~ParallelCopy();  // stops and joins the threads; no copy may be in flight
   ParallelCopy(const ParallelCopy&) = delete;
   ParallelCopy& operator=(const ParallelCopy&) = delete;
 
-  // Copies `size` bytes from `source` to `destination` (not overlapping) in `slices` slices
-  // (at most helpers() + 1), the calling thread taking the first, and returns once every slice
-  // is copied.
+  // Copies `size` bytes from `source` to `destination` (not overlapping) in `slices` slices of
+  // one size (the last shorter), taken by the calling thread and up to slices - 1 of the
+  // threads, and returns once every slice is copied.
   void copy(std::byte* destination, const std::byte* source, std::size_t size, unsigned slices);
 
-  [[nodiscard]] unsigned helpers() const { return helpers_; }
+  [[nodiscard]] unsigned helpers() const { return static_cast<unsigned>(threads_.size()); }
 
   // This process's copy threads, `helpers` of them as the first call asks (callers ask for the
-  // same number each time; copy() clamps more slices). Never destroyed: a copy may be in flight
-  // on another thread, and in a forked child, which gets threads of its own, its parent's
-  // threads are not there to join. Throws std::system_error when no thread can be started.
+  // same number each time). Never destroyed: a copy may be in flight on another thread, and in
+  // a forked child, which gets threads of its own, its parent's threads are not there to join.
+  // Throws std::system_error when no thread can be started.
   static ParallelCopy& of_this_process(unsigned helpers);
 
  private:
-  unsigned helpers_;
-  asio::thread_pool threads_;
+  void serve();         // a helper thread: sleeps until a copy is posted, takes slices of it
+  void take_slices();   // copies slices until none is left untaken
+
+  // One copy at a time: the fields below describe it.
+  std::mutex copying_;
+  std::byte* destination_ = nullptr;
+  const std::byte* source_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t step_ = 0;
+  // The copy's slice count (high 32 bits) and the next slice to take (low 32 bits), in one
+  // word: a thread that takes a slice reads both at once, so one that wakes after its copy is
+  // done sees nothing left to take, never a count of the next copy beside an old index. The
+  // fields above stay as they are while a slice is taken and not yet copied (copy() waits for
+  // `left_`), so a thread that took one reads its copy's.
+  std::atomic<std::uint64_t> slices_{0};
+  std::atomic<std::uint32_t> left_{0};     // slices taken by nobody or not yet copied
+  std::atomic<std::uint32_t> posted_{0};   // bumped for each copy: the threads wait on it
+  std::atomic<bool> stopping_{false};
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace isohost::wire

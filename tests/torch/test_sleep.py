@@ -663,6 +663,21 @@ def test_an_interrupted_preparation_goes_on_from_where_it_stopped(spawn):
     assert _sleep_and_wake(worker, fingerprint)["host_buffer"] == "prepared"
 
 
+def test_the_preparer_sleeps_through_calls_that_come_before_its_idle_time(spawn):
+    # Its idle time is an hour: no call's idle time comes due. The first call's end wakes the
+    # thread from its wait for a call; the next hundred calls, each ending an idle time that has
+    # a deadline already, wake it no more.
+    worker = _stand_in(spawn, "3600")
+    worker.value(STAGES + "hold_model", MIB, 4, "cpu")
+    _wait_for_buffer(worker, "waiting")
+    before = worker.value("isohost_sleep_funcs:thread_wakes", "isohost-sleep-prepare")
+    for _ in range(100):
+        assert worker.value("isohost_test_funcs:add", 1, 2) == 3
+    after = worker.value("isohost_sleep_funcs:thread_wakes", "isohost-sleep-prepare")
+    assert after - before <= 2, (before, after)
+    assert _sleep_buffer(worker)["state"] == "waiting"
+
+
 def test_a_worker_without_torch_starts_no_preparer(worker):
     assert worker.value("isohost_test_funcs:add", 1, 2) == 3
     assert _sleep_buffer(worker) == {"state": "idle", "because": None, "need": 0, "capacity": 0,

@@ -20,7 +20,7 @@ TEST(ParallelCopy, EverySliceIsCopiedWhateverTheSizeAndSliceCount) {
   ParallelCopy copy(3);
   for (const std::size_t size :
        {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{(1 << 20) + 3}}) {
-    for (const unsigned slices : {1U, 2U, 4U, 9U}) {  // 9: more than the threads, clamped
+    for (const unsigned slices : {1U, 2U, 4U, 9U, 64U}) {  // more than the threads: taken in turn
       const auto source = pattern(size, slices);
       std::vector<std::byte> destination(size + 1, std::byte{0xEE});
       copy.copy(destination.data(), source.data(), size, slices);
