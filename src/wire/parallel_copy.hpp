@@ -54,8 +54,8 @@ class ParallelCopy {
   static ParallelCopy& of_this_process(unsigned helpers);
 
  private:
-  void serve();         // a helper thread: sleeps until a copy is posted, takes slices of it
-  void take_slices();   // copies slices until none is left untaken
+  void serve();        // a helper thread: sleeps until a copy is posted, takes slices of it
+  void take_slices();  // copies slices until none is left untaken
 
   // One copy at a time: the fields below describe it.
   std::mutex copying_;
@@ -69,8 +69,8 @@ class ParallelCopy {
   // fields above stay as they are while a slice is taken and not yet copied (copy() waits for
   // `left_`), so a thread that took one reads its copy's.
   std::atomic<std::uint64_t> slices_{0};
-  std::atomic<std::uint32_t> left_{0};     // slices taken by nobody or not yet copied
-  std::atomic<std::uint32_t> posted_{0};   // bumped for each copy: the threads wait on it
+  std::atomic<std::uint32_t> left_{0};    // slices taken by nobody or not yet copied
+  std::atomic<std::uint32_t> posted_{0};  // bumped for each copy: the threads wait on it
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
 };
