@@ -8,7 +8,8 @@ one JSON object of samples (milliseconds) on its last line:
 - node_in_process.NAME / node_isolated.NAME: the node's FUNCTION called on a 1024x1024 IMAGE,
   in this process and through the adapter's stand-in (the class ComfyUI registers), whose
   worker runs ComfyUI's own interpreter; the target is at most 1 ms plus one copy of each
-  tensor in and out over the in-process time;
+  tensor in and out over the in-process time. Eight times as many samples as the workflows'
+  rounds, after WARMUP calls;
 - workflow10_in_process / workflow10_isolated: ten post-processing nodes in a chain through a
   real ComfyUI (execution_start to execution_success), the pack in process and isolated;
   workflow10_isolated_crossing: isolated with every output sent back after each node
@@ -34,7 +35,13 @@ CHAIN = ["Blur", "Sharpen", "ColorTint", "Glow", "Vignette", "Solarize", "Pixeli
          "Quantize", "Parabolize", "ChromaticAberration"]
 
 
-def timed(function, rounds, warmup=3):
+# Calls before a node's samples: a stand-in's first calls make the memfds that later calls
+# reuse, and its first few took 11, 7.9, 6.4, 6.2, 2.4 and 2.1 ms where later ones took 1.8
+# (Invert on the 2-core CPU machine): the figures are those of the calls after.
+WARMUP = 10
+
+
+def timed(function, rounds, warmup=WARMUP):
     for _ in range(warmup):
         function()
     samples = []
@@ -199,7 +206,7 @@ def main():
     tree = unpack(Path(tempfile.mkdtemp(prefix="isohost-bench-tree-")))
     samples = {"raw_trip": raw_trip(rounds * 20)}
     samples.update(workflow_samples(tree, max(5, rounds // 10)))
-    samples.update(node_samples(tree, rounds))
+    samples.update(node_samples(tree, rounds * 8))
     samples.update(peer_samples())
     for name, values in samples.items():
         print("%-32s median %8.3f ms" % (name, statistics.median(values)), file=sys.stderr)

@@ -6,9 +6,10 @@ The destinations rotate over four memfds, as the spares cycle between host and w
 copy meets a destination another copy left out of the cache. The memmove rows on several
 threads use isohost_worker.parallel_copy's Python threads (each slice at least its MIN_SLICE,
 2 MiB: six at most for 12 MiB; the results of 2026-12-06 were taken with a copy of them, one
-slice a thread); the "native threads" rows libisohost_copy.so's, which both sides copy on where
-it is built (N slices over sixteen threads); the "after a node" rows each copy a node's fresh
-output, as in a call.
+slice a thread); the "native" rows libisohost_copy.so's, which both sides copy on where it is
+built (N slices taken by up to one thread per CPU, the last count the one parallel_copy passes;
+before 2026-12-07 the library gave each of N threads one slice); the "after a node" rows each
+copy a node's fresh output, as in a call.
 
     python3 bench/gpu/copy_probe.py [MiB]
 """
@@ -53,12 +54,18 @@ def native_copy():
     return library
 
 
+def slice_counts(size, cpus):
+    """The native rows' slice counts: one per thread for 2 to 16 threads, and as many as
+    parallel_copy passes (one per NATIVE_SLICE), all on one thread per CPU."""
+    return [n for n in (2, 4, 8, 16) if n <= cpus] + [size // parallel_copy.NATIVE_SLICE]
+
+
 def native_rows(library, addresses, source, size, cpus):
-    counts = [n for n in (2, 4, 8, 16) if n <= cpus]
-    if library is None or not counts:
+    if library is None or cpus < 2:
         return []
-    return [("native threads, %d" % n, timed(
-        lambda i, n=n: library(addresses[i % 4], source, size, n, cpus))) for n in counts]
+    return [("native, %d slices" % n, timed(
+        lambda i, n=n: library(addresses[i % 4], source, size, n, cpus)))
+            for n in slice_counts(size, cpus)]
 
 
 def after_node_rows(image, addresses, tensors, size, cpus, library):
@@ -88,9 +95,9 @@ def after_node_rows(image, addresses, tensors, size, cpus, library):
             pool = parallel_copy._CopyThreads(n)
             rows.append(("after a node: memmove, %d threads" % n, timed(
                 lambda i, pool=pool: pool.run(addresses[i % 4], address(), size), before=node)))
-    for n in (4, 8, 16):
-        if library is not None and n <= cpus:
-            rows.append(("after a node: native threads, %d" % n, timed(
+    for n in slice_counts(size, cpus)[1:]:
+        if library is not None:
+            rows.append(("after a node: native, %d slices" % n, timed(
                 lambda i, n=n: library(addresses[i % 4], address(), size, n, cpus),
                 before=node)))
     rows.append(("after a node: torch copy_", timed(

@@ -181,17 +181,19 @@ def decode(description, fds, peer=None):
     """The value that `description` and `fds` carry, from `peer`. Always closes or keeps every
     descriptor in `fds`. Raises DecodeError when they do not match, and whatever unpickling
     raises (a class the receiving side cannot import, say)."""
+    kept = set()  # the descriptors kept as they came (spares, tracked buffers): not closed here
     try:
         returned = description.get("returned", 0) if isinstance(description, dict) else 0
         if type(returned) is not int or not 0 <= returned <= len(fds):
             raise DecodeError("the value returns %r spare buffer(s) of %d descriptor(s)"
                               % (returned, len(fds)))
         value_fds = fds[:len(fds) - returned]
-        _spares_here().accept(fds[len(value_fds):])
-        stream, maps = _map_all(description, value_fds, peer)
+        _spares_here().accept(fds[len(value_fds):], kept)
+        stream, maps = _map_all(description, value_fds, peer, kept)
     finally:
         for fd in fds:
-            _close(fd)
+            if fd not in kept:
+                _close(fd)
     try:
         return _Unpickler(stream, maps).load()
     finally:
@@ -386,14 +388,17 @@ class _Spares:
         self._drops = 0
         self.pid = os.getpid()
 
-    def track(self, fd, size, peer):
-        """Keep a duplicate of the received `fd`; returns what to call once its mapping is gone
-        (it queues the memfd for `peer`), or None when it is not kept."""
+    def track(self, fd, size, peer, kept):
+        """Keep the received `fd` (added to `kept`: the caller no longer closes it); returns
+        what to call once its mapping is gone (it queues the memfd for `peer`), or None when it
+        is not kept. Kept as it came, not duplicated: each system call of a call's way costs
+        several microseconds there, where the caches are cold after the copies."""
         with self._lock:
             if size < SPARE_MIN or self._tracked >= MAX_TRACKED:
                 return None
             self._tracked += 1
-        return functools.partial(self._released, os.dup(fd), size, peer)
+            kept.add(fd)
+        return functools.partial(self._released, fd, size, peer)
 
     def _released(self, fd, size, peer):
         if not getattr(peer, "open", True):  # a closed host's worker: nobody to send it to
@@ -419,10 +424,10 @@ class _Spares:
             taken, queue[:] = queue[:max(limit, 0)], queue[max(limit, 0):]
         return [fd for _, fd in taken]
 
-    def accept(self, fds):
-        """Take spare memfds a peer sent back; keep those fit for reuse (a memfd of fixed size
-        that can still be written), close the rest."""
-        kept = []
+    def accept(self, fds, kept):
+        """Take spare memfds a peer sent back: keep those fit for reuse (a memfd of fixed size
+        that can still be written), adding them to `kept`; the caller closes the rest."""
+        fit = []
         for fd in fds:
             try:
                 seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
@@ -431,9 +436,10 @@ class _Spares:
                 continue
             if seals & (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) == (
                     fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW) and not seals & fcntl.F_SEAL_WRITE:
-                kept.append((size, os.dup(fd)))
+                fit.append((size, fd))
         with self._lock:
-            self._free.extend(kept)
+            self._free.extend(fit)
+            kept.update(fd for _, fd in fit)
             surplus = _trim(self._free)
         _close_pairs(surplus)
 
@@ -560,8 +566,9 @@ def _spares_here():
 
 # --- receiving -----------------------------------------------------------------------------
 
-def _map_all(description, fds, peer):
-    """The stream (bytes or a read-only mapping) and one mapping per buffer."""
+def _map_all(description, fds, peer, kept):
+    """The stream (bytes or a read-only mapping) and one mapping per buffer; the descriptors
+    kept for their return (Spares.track) are added to `kept`."""
     expected = buffer_count(description)
     if len(fds) != expected:
         raise DecodeError("the value announces %d buffer(s) but %d descriptor(s) came with it"
@@ -577,7 +584,7 @@ def _map_all(description, fds, peer):
             except (ValueError, TypeError) as e:
                 raise DecodeError("the inline pickle stream is not base64: %s" % e) from None
         elif kind == "memfd":
-            stream = _map(next(descriptors), stream_description, True, "the stream", peer)
+            stream = _map(next(descriptors), stream_description, True, "the stream", peer, kept)
         else:
             raise DecodeError("unknown stream kind %r" % (kind,))
         for index, entry in enumerate(description["buffers"]):
@@ -585,7 +592,7 @@ def _map_all(description, fds, peer):
                 raise DecodeError("buffer %d has unknown kind %r (this side knows 'memfd')"
                                   % (index, entry.get("kind") if isinstance(entry, dict) else entry))
             maps.append(_map(next(descriptors), entry, bool(entry.get("readonly")),
-                             "buffer %d" % index, peer))
+                             "buffer %d" % index, peer, kept))
     except BaseException:
         for m in maps:
             _close_map(m)
@@ -593,7 +600,7 @@ def _map_all(description, fds, peer):
     return stream, maps
 
 
-def _map(fd, entry, readonly, what, peer):
+def _map(fd, entry, readonly, what, peer, kept):
     """A mapping of a received memfd: read-only, or writable without a copy up front (private
     copy-on-write, or shared where the memfd goes back to its sender: Spares.map_received)."""
     size = entry.get("size")
@@ -601,21 +608,21 @@ def _map(fd, entry, readonly, what, peer):
         raise DecodeError("%s has no valid size" % what)
     try:
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-        actual = os.fstat(fd).st_size
+        st = os.fstat(fd)
     except OSError as e:
         raise DecodeError("%s is not a sealed memfd: %s" % (what, e)) from None
     if not seals & fcntl.F_SEAL_SHRINK:
         # A file the sender could still shrink would fault the receiver's mapping (SIGBUS).
         raise DecodeError("%s is not sealed against shrinking" % what)
-    if actual != size:
-        raise DecodeError("%s holds %d bytes but is described as %d" % (what, actual, size))
+    if st.st_size != size:
+        raise DecodeError("%s holds %d bytes but is described as %d" % (what, st.st_size, size))
     if size == 0:
         return b"" if readonly else bytearray()
     spares = _spares_here()
-    on_unmap = spares.track(fd, size, peer) if peer is not None else None
+    on_unmap = spares.track(fd, size, peer, kept) if peer is not None else None
     try:
         if on_unmap is not None:
-            memory = spares.map_received(fd, os.fstat(fd), readonly, peer, on_unmap)
+            memory = spares.map_received(fd, st, readonly, peer, on_unmap)
         else:
             memory = _map_memory(fd, size, readonly)
     except BaseException:
@@ -760,7 +767,7 @@ def _rebuild_tensor(buffer, dtype_name, shape, requires_grad, device):
     if memoryview(buffer).nbytes == 0:
         tensor = torch.empty(shape, dtype=dtype)
     else:
-        tensor = torch.frombuffer(buffer, dtype=torch.uint8).view(dtype).view(shape)
+        tensor = torch.frombuffer(buffer, dtype=dtype).view(shape)
     if device.startswith("cuda"):
         tensor = _to_cuda(torch, tensor, device)
     if requires_grad:

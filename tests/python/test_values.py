@@ -2,6 +2,7 @@
 
 import base64
 import fcntl
+import gc
 import os
 import pickle
 
@@ -98,7 +99,6 @@ def give_back(peer):
 
 def test_a_buffer_sent_again_is_read_through_the_mapping_kept_from_its_last_visit():
     import ctypes
-    import gc
 
     values.drop_spares()
     before = memfd_mappings()
@@ -143,8 +143,6 @@ def test_a_release_while_a_spare_is_copied_into_keeps_no_mapping_of_it(monkeypat
 
 
 def test_kept_mappings_are_bounded_and_a_read_only_one_stays_read_only():
-    import gc
-
     values.drop_spares()
     before = memfd_mappings()
     peer = object()
@@ -160,13 +158,44 @@ def test_kept_mappings_are_bounded_and_a_read_only_one_stays_read_only():
     assert memfd_mappings() == before
 
 
-def test_spares_that_cannot_be_reused_are_closed():
+def test_spares_that_cannot_be_reused_are_not_kept():
     read_end, write_end = os.pipe()
-    before = fd_count()
-    values._spares_here().accept([read_end, write_end])  # not memfds: closed by the caller, not kept
-    assert fd_count() == before
+    kept = set()
+    values._spares_here().accept([read_end, write_end], kept)  # not memfds: left to the caller
+    assert kept == set()
+    assert values._spares_here().take(0) is None
     os.close(read_end)
     os.close(write_end)
+
+
+def test_a_value_keeps_the_descriptors_it_came_with_and_closes_the_rest():
+    # Its buffer's memfd is kept as it came (to go back to its sender), a spare sent back is
+    # kept for reuse, and one that cannot be reused (a pipe) is closed: no descriptor is
+    # duplicated or left open.
+    class Peer:
+        open = True
+
+    values.drop_spares()
+    peer = Peer()
+    encoded = values.encode(bytearray(os.urandom(1 << 20)), peer)
+    spare = os.memfd_create("spare", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(spare, 1 << 20)
+    fcntl.fcntl(spare, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    description = dict(encoded.description, returned=2)
+    fds = encoded.fds + [spare, read_end]
+    before = fd_count()
+    value = values.decode(description, fds, peer)
+    assert fd_count() == before - 1  # the pipe
+    assert os.fstat(fds[0]).st_size == 1 << 20  # the value's memfd, open, tracked
+    assert values._spares_here().take(1 << 20) == spare
+    os.close(spare)
+    del value
+    gc.collect()
+    assert values.has_returns(peer)  # the value's memfd, queued to go back
+    values.drop_spares()
+    assert fd_count() == before - 3
 
 
 def test_plain_json():
