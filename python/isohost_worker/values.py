@@ -334,14 +334,20 @@ class _Reductions:
         return NotImplemented
 
     def _reduce_tensor(self, tensor):
+        # Each torch call here costs a few microseconds, and several times that where a large
+        # copy has just left the caches cold, as in a call: a CPU tensor that needs none of
+        # these steps (the usual case) goes through the checks alone.
         device = tensor.device
-        t = tensor.detach()
+        t = tensor
         if device.type != "cpu":
-            t = t.cpu()  # CUDA: through host memory (CUDA IPC is a later step)
-        for resolve in ("resolve_conj", "resolve_neg"):  # lazy bits (torch 1.10+) made real
-            if hasattr(t, resolve):
-                t = getattr(t, resolve)()
-        t = t.contiguous()
+            t = t.detach().cpu()  # CUDA: through host memory (CUDA IPC is a later step)
+        # Lazy bits (torch 1.10+) made real.
+        if getattr(t, "is_conj", None) is not None and t.is_conj():
+            t = t.resolve_conj()
+        if getattr(t, "is_neg", None) is not None and t.is_neg():
+            t = t.resolve_neg()
+        if not t.is_contiguous():
+            t = t.contiguous()
         self._keep.append(t)
         nbytes = t.numel() * t.element_size()
         import ctypes

@@ -113,8 +113,11 @@ def test_torch_cpu_tensors(host, dtype):
 
 def test_torch_views_scalars_grad_and_empty(host):
     base = torch.arange(600_000, dtype=torch.float32).reshape(600, 1000)
+    complex_base = base.view(torch.complex64)
+    # Lazy conjugate and negative views arrive as the values they stand for.
     for t in [base[:, ::3], base.t(), torch.tensor(2.5), torch.zeros(0, 4),
-              torch.ones(100_000, requires_grad=True)]:
+              torch.ones(100_000, requires_grad=True), complex_base.conj(),
+              torch._neg_view(base), complex_base.conj().t()]:
         result = echo(host, t)
         assert torch.equal(result.detach(), t.detach()) and result.shape == t.shape
         assert result.requires_grad == t.requires_grad
