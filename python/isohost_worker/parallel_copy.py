@@ -34,9 +34,10 @@ MAX_THREADS = 4
 # The library's threads take no GIL and scale further: on the H100 machine 12 MiB back to back
 # took 0.46 ms on four, 0.31 on eight, 0.19 on sixteen (a warm clone: 0.14), and in a call each
 # side's copy took 0.54-0.62 ms on four, 0.19 on sixteen, beside a warm clone's 0.12
-# (bench/results/h100-2026-12-06-copy-library). They wake at once and take slices of
-# NATIVE_SLICE until none is left, so that those that wake first copy more: a buffer of fewer
-# than two slices is the caller's alone.
+# (bench/results/h100-2026-12-06-copy-library). Woken at once, each taking slices of
+# NATIVE_SLICE until none is left (those that wake first copy more), 0.15-0.17 ms a side,
+# against a clone's 0.13 (h100-2026-12-06-copy-wake). A buffer of fewer than two slices is
+# the caller's alone.
 NATIVE_SLICE = 256 << 10
 NATIVE_MAX_THREADS = 16
 
