@@ -9,7 +9,7 @@ one JSON object of samples (milliseconds) on its last line:
   in this process and through the adapter's stand-in (the class ComfyUI registers), whose
   worker runs ComfyUI's own interpreter; the target is at most 1 ms plus one copy of each
   tensor in and out over the in-process time. Eight times as many samples as the workflows'
-  rounds, after WARMUP calls;
+  rounds, after WARMUP calls, taken in turns with copy_12MiB's (in_turn);
 - workflow10_in_process / workflow10_isolated: ten post-processing nodes in a chain through a
   real ComfyUI (execution_start to execution_success), the pack in process and isolated;
   workflow10_isolated_crossing: isolated with every output sent back after each node
@@ -19,6 +19,7 @@ ISOHOST_BENCH_HOST_TABLE (JSON, {"loop_poll_after_call_microseconds": 2000}) set
 isolated configs' [host] table, to take a setting's figures beside the defaults' in one run.
 """
 
+import functools
 import json
 import os
 import socket
@@ -41,6 +42,17 @@ CHAIN = ["Blur", "Sharpen", "ColorTint", "Glow", "Vignette", "Solarize", "Pixeli
 WARMUP = 10
 
 
+# The node figures are taken in TURNS turns, each figure's calls back to back within a turn
+# after TURN_WARMUP untimed ones (time enough for what the figure before left running to stop:
+# torch's threads in this process spin for some 3 ms after its last operation), so that the
+# machine's changes of pace weigh on the in-process and the isolated figures alike: on the H100 machine one node's in-process time differed by
+# half between two runs of a few seconds (1.27 and 2.17 ms,
+# bench/results/h100-2026-12-06-copy-wake/run4-polls), and the figures were taken one after
+# the other.
+TURNS = 8
+TURN_WARMUP = 5
+
+
 def timed(function, rounds, warmup=WARMUP):
     for _ in range(warmup):
         function()
@@ -50,6 +62,22 @@ def timed(function, rounds, warmup=WARMUP):
         function()
         samples.append((time.perf_counter() - start) * 1e3)
     return samples
+
+
+def in_turn(functions, rounds, on_block=None):
+    """{name: samples} for each of `functions` ({name: function}), about `rounds` each, in
+    TURNS turns after WARMUP calls of each. `on_block(name)` is called as each function's
+    timed calls begin, `on_block(None)` as its untimed ones do (node_ab.py tells the stamps of
+    each node's calls apart)."""
+    on_block = on_block or (lambda name: None)
+    out = {name: [] for name in functions}
+    for turn in range(TURNS):
+        for name, function in functions.items():
+            on_block(None)
+            timed(function, 0, WARMUP if turn == 0 else TURN_WARMUP)
+            on_block(name)
+            out[name] += timed(function, max(1, rounds // TURNS), 0)
+    return out
 
 
 def raw_trip(rounds):
@@ -79,9 +107,10 @@ def host_table():
     return json.loads(os.environ.get("ISOHOST_BENCH_HOST_TABLE") or "{}")
 
 
-def node_samples(tree, rounds, worker_env=None):
+def node_samples(tree, rounds, worker_env=None, on_block=None):
     """In process and through the stand-in, for a cheap node (ours) and a real one (Blur).
-    `worker_env`: variables for the worker's environment (its config's `env` table)."""
+    `worker_env`: variables for the worker's environment (its config's `env` table);
+    `on_block`: as for in_turn."""
     import torch
 
     root, pack = tree
@@ -117,21 +146,21 @@ def node_samples(tree, rounds, worker_env=None):
     import isohost_test_nodes
 
     image = torch.rand(1, 1024, 1024, 3)
-    out = {"copy_12MiB": timed(lambda: image.clone(), rounds)}
+    functions = {"copy_12MiB": image.clone}
     cases = {"Invert": (isohost_test_nodes.Invert, {"image": image}),
              "Blur": (postproc.NODE_CLASS_MAPPINGS["Blur"], {"image": image, "blur_radius": 3,
                                                               "sigma": 1.0})}
     for name, (cls, kwargs) in cases.items():
-        real = cls()
-        out["node_in_process." + name] = timed(lambda: getattr(real, cls.FUNCTION)(**kwargs), rounds)
+        real = getattr(cls(), cls.FUNCTION)
         stand_in_cls = isohost_comfyui.NODE_CLASS_MAPPINGS[name if name == "Blur" else "InvertIsohost"]
         stand_in = stand_in_cls()
         # Outside a prompt the stand-in keeps nothing in its worker: its output comes back
         # with the answer, as for an isolated node read by a node in process.
-        result = stand_in.run_isolated(**kwargs)
-        if not torch.equal(result[0], getattr(real, cls.FUNCTION)(**kwargs)[0]):
+        if not torch.equal(stand_in.run_isolated(**kwargs)[0], real(**kwargs)[0]):
             raise AssertionError("%s isolated gave another result" % name)
-        out["node_isolated." + name] = timed(lambda: stand_in.run_isolated(**kwargs), rounds)
+        functions["node_in_process." + name] = functools.partial(real, **kwargs)
+        functions["node_isolated." + name] = functools.partial(stand_in.run_isolated, **kwargs)
+    out = in_turn(functions, rounds, on_block)
     isohost_comfyui.host.close()
     return out
 

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -37,31 +38,44 @@ def one(root, pack, samples):
     import bench_comfyui
 
     stamps = Path(os.environ["ISOHOST_STAMPS"])
+    blocks = []  # (when, figure): the start of each figure's calls, in order
+
+    def on_block(figure):
+        blocks.append((time.monotonic(), figure))
+
     figures = {name: statistics.median(values) for name, values in
                bench_comfyui.node_samples((Path(root), Path(pack)), samples, worker_env=dict(
                    json.loads(os.environ.get("NODE_AB_WORKER_ENV", "{}")),
-                   PYTHONPATH=os.environ["PYTHONPATH"])).items()}
+                   PYTHONPATH=os.environ["PYTHONPATH"]), on_block=on_block).items()}
     from sitecustomize import _flush
 
     _flush()
     mine = "%d.log" % os.getpid()
-    spans = {}
+    spans = defaultdict(list)
+    split = defaultdict(list)
     for log in stamps.glob("*.log"):
         side = "host" if log.name == mine else "worker"
-        split = defaultdict(list)
         for line in log.read_text().splitlines():
             name, ms, faults, start, end = line.split()
-            split[name].append(float(ms))
-            split[name + "_faults"].append(int(faults))
-            spans.setdefault((side, name), []).append((float(start), float(end)))
-        # node_samples calls Invert, then Blur, as many times each: the first half of each
-        # function's stamps is Invert's.
-        for name, values in split.items():
-            half = len(values) // 2
-            figures["%s.%s.Invert" % (side, name)] = statistics.median(values[:half])
-            figures["%s.%s.Blur" % (side, name)] = statistics.median(values[half:])
+            node = _node_at(blocks, float(start))
+            if node is None:
+                continue
+            split["%s.%s.%s" % (side, name, node)].append(float(ms))
+            split["%s.%s_faults.%s" % (side, name, node)].append(int(faults))
+            spans[(side, name)].append((float(start), float(end), node))
+    figures.update({name: statistics.median(values) for name, values in split.items()})
     figures.update(hops(spans))
     print(json.dumps(figures))
+
+
+def _node_at(blocks, moment):
+    """The isolated node whose block of timed calls `moment` falls in ("Invert", "Blur"), or
+    None (before the first block, among untimed calls, or in a block of calls in process)."""
+    index = bisect.bisect_right([when for when, _ in blocks], moment) - 1
+    figure = blocks[index][1] if index >= 0 else None
+    if figure is None or not figure.startswith("node_isolated."):
+        return None
+    return figure.rpartition(".")[2]
 
 
 # A call's way from the host's encoding to the worker's call and back to the host's decoding,
@@ -81,17 +95,15 @@ _WAY = [(("host", "submit", 0), "in.glue"),       # the host's Python between en
 def hops(spans):
     """Each call's two hops: from the host's encoding's end to the start of the worker's next
     call (hop_in), and from the end of the worker's encoding (its reply) to the start of the
-    host's next decoding (hop_out), in ms, Invert's and Blur's apart (the first half of the
-    host's encodings is Invert's), and each hop's stretches (_WAY) where their stamps are there.
+    host's next decoding (hop_out), in ms, Invert's and Blur's apart (`spans` lists each
+    stamp's (start, end, node)), and each hop's stretches (_WAY) where their stamps are there.
     Matched by time: either side also stamps what is not a node's call, and the worker's last
     lines may not be written."""
     host_encode = spans.get(("host", "encode"), [])
     moments_of = {(side, stamp, edge): sorted(span[edge] for span in found)
                   for (side, stamp), found in spans.items() for edge in (0, 1)}
-    half = len(host_encode) // 2
     out = defaultdict(list)
-    for index, (_, sent) in enumerate(host_encode):
-        node = "Invert" if index < half else "Blur"
+    for _, sent, node in host_encode:
         at = {}
         moment = sent
         for step, stretch in _WAY:
