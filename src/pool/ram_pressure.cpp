@@ -56,12 +56,22 @@ PressureReading read_pressure(const std::vector<pid_t>& workers, std::uint64_t b
 RamPressureSweep::Read Pool::pressure_reading() {
   return [this](std::function<void(PressureReading)> done) {
     std::vector<pid_t> workers;
+    std::map<pid_t, LoopClock::time_point> at_rest_since;
     for (const auto& [name, slot] : slots_) {
-      if (slot.worker) workers.push_back(slot.worker->pid());
+      if (!slot.worker) continue;
+      workers.push_back(slot.worker->pid());
+      const auto state = memory_state(slot.worker->state());
+      if (state != memory::WorkerState::busy && state != memory::WorkerState::starting) {
+        at_rest_since[slot.worker->pid()] = slot.idle->since;
+      }
     }
     sampling_.run<PressureReading>(
-        [workers, budget = config_.host.ram_budget, floor = config_.host.ram_floor](
-            MemorySampler&) { return read_pressure(workers, budget, floor); },
+        [workers, at_rest_since = std::move(at_rest_since), budget = config_.host.ram_budget,
+         floor = config_.host.ram_floor](MemorySampler&) {
+          auto reading = read_pressure(workers, budget, floor);
+          reading.at_rest_since = at_rest_since;
+          return reading;
+        },
         std::move(done));
   };
 }
@@ -75,11 +85,17 @@ void Pool::relieve_ram_pressure(const PressureReading& reading) {
                         .floor = config_.host.ram_floor};
   for (const auto& [name, slot] : slots_) {
     if (!slot.worker) continue;
-    const auto it = pss.find(slot.worker->pid());
+    const pid_t pid = slot.worker->pid();
+    const auto it = pss.find(pid);
     if (it == pss.end()) continue;  // started since the sample, or gone
+    const auto rest = reading.at_rest_since.find(pid);
+    std::optional<LoopClock::time_point> at_rest_since;
+    if (rest != reading.at_rest_since.end()) at_rest_since = rest->second;
+    const auto state =
+        state_for_relief(memory_state(slot.worker->state()), slot.idle->since, at_rest_since);
     ram.holdings.push_back({.worker_id = name,
-                            .pid = slot.worker->pid(),
-                            .state = memory_state(slot.worker->state()),
+                            .pid = pid,
+                            .state = state,
                             .last_used = slot.idle->since,
                             .pss = it->second});
   }

@@ -25,4 +25,11 @@ void RamPressureSweep::sweep() {
   });
 }
 
+memory::WorkerState state_for_relief(memory::WorkerState state, LoopClock::time_point idle_since,
+                                     std::optional<LoopClock::time_point> at_rest_since) {
+  const bool at_rest = state != memory::WorkerState::busy && state != memory::WorkerState::starting;
+  if (at_rest && at_rest_since != idle_since) return memory::WorkerState::busy;
+  return state;
+}
+
 }  // namespace isohost::pool

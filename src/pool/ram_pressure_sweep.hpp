@@ -24,6 +24,7 @@
 
 #include <memory>
 
+#include "memory/snapshot.hpp"
 #include "pool/loop_clock.hpp"
 #include "probe/meminfo.hpp"
 
@@ -36,7 +37,18 @@ struct PressureReading {
   // host buffer), which the kernel takes back before anything else and a budget does not
   // limit; read only when the cheap figures say a limit may be broken.
   std::map<pid_t, std::uint64_t> pss;
+  // When the idle spell of each worker at rest (idle, asleep, hibernated) as the reading began
+  // had begun; a worker busy or starting then has none.
+  std::map<pid_t, LoopClock::time_point> at_rest_since;
 };
+
+// The state the relief planner is to see for a worker now in `state`, idle since `idle_since`,
+// given when it was at rest since as the reading began (unset: busy or starting). One read
+// while busy, or that has run a call since, may hold other than what was read (a call's last
+// step may give back pages the reading counted) and counts as busy: not reaped on that
+// reading; the next sweep reads it again. Pure.
+memory::WorkerState state_for_relief(memory::WorkerState state, LoopClock::time_point idle_since,
+                                     std::optional<LoopClock::time_point> at_rest_since);
 
 class RamPressureSweep {
  public:

@@ -93,5 +93,22 @@ TEST_F(RamPressureSweepTest, StopDropsTheReadingOutAndArmsNothing) {
   EXPECT_FALSE(next_read());
 }
 
+// A reading is what a worker held as it was read: one read while busy, or that has run a call
+// since (a new idle spell), is not reaped on it; one at rest throughout is seen as it is.
+TEST(StateForRelief, AWorkerIsReapedOnAReadingOnlyIfItRestedThroughIt) {
+  using memory::WorkerState;
+  const auto spell = std::chrono::steady_clock::time_point{} + 5s;
+  const auto later_spell = spell + 3s;
+  for (const auto state : {WorkerState::idle, WorkerState::asleep, WorkerState::hibernated}) {
+    EXPECT_EQ(state_for_relief(state, spell, spell), state) << to_string(state);
+    EXPECT_EQ(state_for_relief(state, later_spell, spell), WorkerState::busy)
+        << to_string(state) << ": a call ran since the reading began";
+    EXPECT_EQ(state_for_relief(state, spell, std::nullopt), WorkerState::busy)
+        << to_string(state) << ": busy as the reading began";
+  }
+  EXPECT_EQ(state_for_relief(WorkerState::busy, spell, spell), WorkerState::busy);
+  EXPECT_EQ(state_for_relief(WorkerState::starting, spell, std::nullopt), WorkerState::starting);
+}
+
 }  // namespace
 }  // namespace isohost::pool
