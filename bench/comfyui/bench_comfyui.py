@@ -45,10 +45,10 @@ WARMUP = 10
 # The node figures are taken in TURNS turns, each figure's calls back to back within a turn
 # after TURN_WARMUP untimed ones (time enough for what the figure before left running to stop:
 # torch's threads in this process spin for some 3 ms after its last operation), so that the
-# machine's changes of pace weigh on the in-process and the isolated figures alike: on the H100 machine one node's in-process time differed by
-# half between two runs of a few seconds (1.27 and 2.17 ms,
-# bench/results/h100-2026-12-06-copy-wake/run4-polls), and the figures were taken one after
-# the other.
+# machine's changes of pace weigh on the in-process and the isolated figures alike: on the
+# H100 machine one node's in-process time differed by half between two runs of a few seconds
+# (1.27 and 2.17 ms, bench/results/h100-2026-12-06-copy-wake/run4-polls), and the figures were
+# taken one after the other.
 TURNS = 8
 TURN_WARMUP = 5
 

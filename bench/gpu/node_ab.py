@@ -58,11 +58,10 @@ def one(root, pack, samples):
         for line in log.read_text().splitlines():
             name, ms, faults, start, end = line.split()
             node = _node_at(blocks, float(start))
-            if node is None:
-                continue
-            split["%s.%s.%s" % (side, name, node)].append(float(ms))
-            split["%s.%s_faults.%s" % (side, name, node)].append(int(faults))
             spans[(side, name)].append((float(start), float(end), node))
+            if node is not None:
+                split["%s.%s.%s" % (side, name, node)].append(float(ms))
+                split["%s.%s_faults.%s" % (side, name, node)].append(int(faults))
     figures.update({name: statistics.median(values) for name, values in split.items()})
     figures.update(hops(spans))
     print(json.dumps(figures))
@@ -96,7 +95,8 @@ def hops(spans):
     """Each call's two hops: from the host's encoding's end to the start of the worker's next
     call (hop_in), and from the end of the worker's encoding (its reply) to the start of the
     host's next decoding (hop_out), in ms, Invert's and Blur's apart (`spans` lists each
-    stamp's (start, end, node)), and each hop's stretches (_WAY) where their stamps are there.
+    stamp's (start, end, node): None outside the nodes' timed calls, whose encodings are left
+    out), and each hop's stretches (_WAY) where their stamps are there.
     Matched by time: either side also stamps what is not a node's call, and the worker's last
     lines may not be written."""
     host_encode = spans.get(("host", "encode"), [])
@@ -104,6 +104,8 @@ def hops(spans):
                   for (side, stamp), found in spans.items() for edge in (0, 1)}
     out = defaultdict(list)
     for _, sent, node in host_encode:
+        if node is None:
+            continue
         at = {}
         moment = sent
         for step, stretch in _WAY:
