@@ -97,7 +97,8 @@ def send(sock, data, fds=()):
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
         sent = sock.sendmsg([data], rights)
         data = data[sent:]
-    sock.sendall(data)
+    if data:  # sendall of nothing would still make a system call
+        sock.sendall(data)
 
 
 def parse_header(data):

@@ -91,6 +91,33 @@ def test_descriptors_are_handed_to_the_frame_that_announces_them(pair):
             os.close(fd)
 
 
+def test_a_frame_with_descriptors_that_fits_goes_out_in_one_system_call(pair):
+    a, b = pair
+    calls = []
+
+    class Counting(socket.socket):
+        def sendmsg(self, *args):
+            calls.append("sendmsg")
+            return super().sendmsg(*args)
+
+        def sendall(self, *args):  # makes a system call even for nothing
+            calls.append("sendall")
+            return super().sendall(*args)
+
+    r, w = os.pipe()
+    counting = Counting(fileno=os.dup(a.fileno()))
+    try:
+        frames.send(counting, frames.encode({"n": 1}, buffer_count=1), [r])
+        assert calls == ["sendmsg"]
+        body, fds = frames.Reader(b).read()
+        assert body == {"n": 1} and len(fds) == 1
+        os.close(fds[0])
+    finally:
+        counting.close()
+        os.close(r)
+        os.close(w)
+
+
 def _violation(b):
     with pytest.raises(frames.ProtocolError) as info:
         frames.Reader(b).read()
