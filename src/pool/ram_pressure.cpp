@@ -60,8 +60,7 @@ RamPressureSweep::Read Pool::pressure_reading() {
     for (const auto& [name, slot] : slots_) {
       if (!slot.worker) continue;
       workers.push_back(slot.worker->pid());
-      const auto state = memory_state(slot.worker->state());
-      if (state != memory::WorkerState::busy && state != memory::WorkerState::starting) {
+      if (at_rest(memory_state(slot.worker->state()))) {
         at_rest_since[slot.worker->pid()] = slot.idle->since;
       }
     }

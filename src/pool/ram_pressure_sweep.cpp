@@ -25,10 +25,13 @@ void RamPressureSweep::sweep() {
   });
 }
 
+bool at_rest(memory::WorkerState state) {
+  return state != memory::WorkerState::busy && state != memory::WorkerState::starting;
+}
+
 memory::WorkerState state_for_relief(memory::WorkerState state, LoopClock::time_point idle_since,
                                      std::optional<LoopClock::time_point> at_rest_since) {
-  const bool at_rest = state != memory::WorkerState::busy && state != memory::WorkerState::starting;
-  if (at_rest && at_rest_since != idle_since) return memory::WorkerState::busy;
+  if (at_rest(state) && at_rest_since != idle_since) return memory::WorkerState::busy;
   return state;
 }
 

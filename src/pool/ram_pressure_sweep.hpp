@@ -42,6 +42,9 @@ struct PressureReading {
   std::map<pid_t, LoopClock::time_point> at_rest_since;
 };
 
+// Whether a worker in `state` is at rest: idle, asleep or hibernated, neither busy nor starting.
+bool at_rest(memory::WorkerState state);
+
 // The state the relief planner is to see for a worker now in `state`, idle since `idle_since`,
 // given when it was at rest since as the reading began (unset: busy or starting). One read
 // while busy, or that has run a call since, may hold other than what was read (a call's last
