@@ -23,7 +23,13 @@ import isohost_worker
 from isohost_worker import values
 from isohost_worker.values import DeviceFallbackWarning
 
-from isohost import _isohost, config as _config
+try:
+    from isohost import _isohost
+except ImportError as _error:
+    from isohost.extension import import_error
+
+    raise import_error(_error) from _error
+from isohost import config as _config
 from isohost.errors import (BadRequest, CallTimeout, ConfigError, ControlError, CrashLoop,
                             DecodeError, EncodeError, Error, HibernateFailed, HostShuttingDown,
                             Interrupted, ProtocolError, SpawnFailed, StartTimeout, TargetNotFound,
