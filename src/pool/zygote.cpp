@@ -15,6 +15,14 @@ using worker::Outcome;
 using worker::Worker;
 using worker::WorkerState;
 
+namespace {
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
 nlohmann::ordered_json ZygoteStatus::to_json() const {
   nlohmann::ordered_json out{
       {"env", env},
@@ -37,7 +45,7 @@ Zygote::Zygote(asio::io_context& io, worker::WorkerOptions options, std::functio
 
 Zygote::Readiness Zygote::prepare() {
   if (refusal_ || stopping_) return Readiness::unavailable;
-  if (!process_ && !backoff_.refusal(Clock::now(), env())) start();
+  if (!process_ && Clock::now() >= retry_at_ && !backoff_.refusal(Clock::now(), env())) start();
   if (!process_) return Readiness::unavailable;
   // Only a zygote's first start is worth waiting for: it does the imports the worker would.
   // After a failure, workers start fresh until it is back.
@@ -63,9 +71,10 @@ void Zygote::start() {
                               {.on_ready = [this](const Error* error) { on_ready(error); },
                                .on_exit = [this](const worker::ExitReport& r) { on_exit(r); }});
   } catch (const Error& e) {
-    backoff_.record_failure(Clock::now(), e.what());
-    spdlog::warn("cannot start the zygote of '{}': {}; its workers start fresh", env(), e.what());
-    schedule_restart();
+    spdlog::warn(
+        "cannot start the zygote of '{}': {}; tried again when a worker of '{}' starts, "
+        "in {:g} s at the earliest",
+        env(), e.what(), env(), seconds(failed_to_start(e.what())));
     return;
   }
   spdlog::info("starting the zygote of '{}' (pid {}), preloading {}", env(), process_->pid(),
@@ -75,14 +84,14 @@ void Zygote::start() {
 void Zygote::on_ready(const Error* error) {
   if (error != nullptr) {
     failed_start_ = true;
-    backoff_.record_failure(Clock::now(), error->what());
-    spdlog::warn("the zygote of '{}' failed to start: {}; its workers start fresh meanwhile", env(),
-                 error->what());
+    spdlog::warn(
+        "the zygote of '{}' failed to start: {}; its workers start fresh, and it is tried again "
+        "when one starts, in {:g} s at the earliest",
+        env(), error->what(), seconds(failed_to_start(error->what())));
   } else {
-    const auto seconds =
-        std::chrono::duration<double>(Clock::now() - process_->spawned_at()).count();
     spdlog::info("the zygote of '{}' (pid {}) is ready: preloaded {} in {:.2f} s", env(),
-                 process_->pid(), fmt::join(options_.preload, ","), seconds);
+                 process_->pid(), fmt::join(options_.preload, ","),
+                 seconds(Clock::now() - process_->spawned_at()));
     const auto refusal = process_->hello().value("refusal", nlohmann::ordered_json());
     if (refusal.is_string()) refuse(refusal.get<std::string>());
   }
@@ -98,13 +107,21 @@ void Zygote::on_exit(const worker::ExitReport& report) {
       spdlog::warn(
           "the zygote of '{}' (pid {}) ended: {}; running workers are unaffected, new "
           "workers of '{}' start fresh until it is restarted (in {:g} s)",
-          env(), pid, report.status.describe(), env(),
-          std::chrono::duration<double>(backoff_.current_delay()).count());
+          env(), pid, report.status.describe(), env(), seconds(backoff_.current_delay()));
+      schedule_restart();
     }
-    schedule_restart();
   }
   failed_start_ = false;
   on_change_();
+}
+
+Zygote::Clock::duration Zygote::failed_to_start(const std::string& reason) {
+  const auto now = Clock::now();
+  backoff_.record_failure(now, reason);
+  const Clock::duration delay =
+      std::max<Clock::duration>(kRetryAfterFailedStart, backoff_.current_delay());
+  retry_at_ = now + delay;
+  return delay;
 }
 
 void Zygote::schedule_restart() {

@@ -95,6 +95,12 @@ class Zygote {
   void start();
   void on_ready(const isohost::Error* error);
   void on_exit(const worker::ExitReport& report);
+  // Counts a start that failed (the process could not be spawned, or ended before hello) and
+  // returns how long until the next try. That try waits for a worker start to ask for it
+  // (prepare): an interpreter that is missing or a preload that does not import would fail
+  // again, and retrying on a timer only filled the log, every 30 s for as long as the host ran.
+  Clock::duration failed_to_start(const std::string& reason);
+  // Restarts a zygote that ended after it was ready, in the background, after the back-off.
   void schedule_restart();
   void refuse(const std::string& reason);
   [[nodiscard]] const std::string& env() const { return options_.env_name; }
@@ -109,6 +115,10 @@ class Zygote {
   bool stopping_ = false;
   // The current process failed before hello; its exit is already counted.
   bool failed_start_ = false;
+  // No start before this, after one that failed: at least kRetryAfterFailedStart, so that the
+  // back-off's first free failures do not start it again for each worker start of one burst.
+  Clock::time_point retry_at_{};
+  static constexpr std::chrono::seconds kRetryAfterFailedStart{1};
   unsigned starts_ = 0;
   std::uint64_t forks_ = 0;
 };

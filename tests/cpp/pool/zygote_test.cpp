@@ -117,6 +117,20 @@ TEST(Zygote, APreloadThatCannotBeImportedFallsBackToFreshWorkers) {
   EXPECT_EQ(worker_of(pool).origin, "spawn");
 }
 
+TEST(Zygote, AMissingInterpreterIsTriedOnceForABurstOfWorkerStarts) {
+  auto config = zygote_config();
+  config.environments["a"].python = "/no/such/python3";
+  Pool pool(config);
+  for (int call = 0; call < 3; ++call) {
+    const auto error = isohost::test_support::call_error(pool.call("a", "isohost_test_funcs:pid"));
+    EXPECT_EQ(error.kind(), isohost::ErrorKind::spawn_failed) << error.what();
+  }
+  // Before, each worker start of the burst started the zygote again (the back-off's free
+  // failures), and a timer went on every 30 s for as long as the host ran.
+  EXPECT_EQ(zygote_of(pool).starts, 1U);
+  EXPECT_EQ(zygote_of(pool).pid, -1);
+}
+
 TEST(Zygote, PrestartStartsItWithTheHost) {
   auto config = zygote_config();
   config.environments["a"].prestart = true;
