@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -56,17 +57,47 @@ _COMFYUI_ROOT = os.path.dirname(os.path.abspath(folder_paths.__file__))
 host = None
 
 
+class PackProblem(Exception):
+    """Why a pack is not loaded, found before any worker starts."""
+
+
+def _check_pack(pack_dir, env, env_config):
+    """Raises PackProblem for what the host can see without a worker: a pack directory that is
+    not there or is no node pack, an interpreter that does not exist (which a cached scan
+    would otherwise hide until the first prompt)."""
+    if not os.path.isdir(pack_dir):
+        raise PackProblem("the directory does not exist")
+    if not os.path.isfile(os.path.join(pack_dir, "__init__.py")):
+        raise PackProblem("it has no __init__.py: not a ComfyUI node pack")
+    python = env_config.get("python") or "python3"
+    if os.sep in python:
+        found = os.access(python, os.X_OK) and not os.path.isdir(python)
+    else:
+        found = shutil.which(python) is not None
+    if not found:
+        raise PackProblem("the interpreter of environment '%s', %s, %s" % (
+            env, python, "is not an executable file" if os.sep in python else "is not on PATH"))
+
+
 def _load_pack(runner, routes, cache, env, pack_dir, env_config):
     """Registers the stand-ins of one pack; returns how many nodes."""
+    _check_pack(pack_dir, env, env_config)
     key = catalog.fingerprint(pack_dir, env_config)
     description = cache.get(pack_dir, key)
     if description is None:
         description = json.loads(host.call(env, "isohost_comfy_worker.scan:describe_json",
                                            pack_dir, runner.worker_settings[env]))
         cache.put(pack_dir, key, description)
+    replaced = [name for name in description["nodes"]
+                if name in nodes.NODE_CLASS_MAPPINGS or name in NODE_CLASS_MAPPINGS]
+    if replaced:
+        _log.warning("isohost: %s of %s replace%s one%s of the same name (%s)%s",
+                     _count(len(replaced), "node"), pack_dir, "s" if len(replaced) == 1 else "",
+                     "" if len(replaced) == 1 else "s", ", ".join(replaced[:5])
+                     + (", ..." if len(replaced) > 5 else ""),
+                     "; is the pack also in custom_nodes/? There it runs in ComfyUI's own "
+                     "process too: move it out" if len(replaced) > 1 else "")
     for name, node in description["nodes"].items():
-        if name in nodes.NODE_CLASS_MAPPINGS or name in NODE_CLASS_MAPPINGS:
-            _log.warning("isohost: node %s of %s replaces one of the same name", name, pack_dir)
         NODE_CLASS_MAPPINGS[name] = standins.make(runner, env, pack_dir, name, node)
     NODE_DISPLAY_NAME_MAPPINGS.update(description.get("display_names") or {})
     web = description.get("web_directory")
@@ -76,6 +107,10 @@ def _load_pack(runner, routes, cache, env, pack_dir, env_config):
     if description.get("on_prompt_handlers"):
         routes.register_on_prompt(env, runner.worker_settings[env], pack_dir)
     return len(description["nodes"])
+
+
+def _count(n, noun):
+    return "%d %s%s" % (n, noun, "" if n == 1 else "s")
 
 
 def _describe_failure(error):
@@ -112,8 +147,10 @@ def _make_host(settings):
             isohost.Host(dict(host_only, env={name: alone})).close()
         except isohost.Error as e:
             packs = [p for n, p in settings.packs if n == name]
+            reason = _config_error(settings, e)
             _log.error("isohost: environment '%s' not loaded (%s): %s", name,
-                       ", ".join(packs) or "no packs", _config_error(settings, e))
+                       ", ".join(packs) or "no packs", reason)
+            status_route.SOURCE.not_loaded(name, None, reason)
             continue
         accepted[name] = env
     settings.host_config = dict(host_only, env=accepted)
@@ -154,11 +191,12 @@ def _start():
         env_config = settings.host_config["env"][env]
         try:
             count = _load_pack(runner, routes, cache, env, pack_dir, env_config)
-            _log.info("isohost: %d nodes of %s run isolated in environment '%s'", count,
-                      pack_dir, env)
-        except isohost.Error as e:
-            _log.error("isohost: pack %s (environment '%s') not loaded: %s", pack_dir, env,
-                       _describe_failure(e))
+            _log.info("isohost: %s of %s run%s isolated in environment '%s'",
+                      _count(count, "node"), pack_dir, "s" if count == 1 else "", env)
+        except (PackProblem, isohost.Error) as e:
+            reason = str(e) if isinstance(e, PackProblem) else _describe_failure(e)
+            _log.error("isohost: pack %s (environment '%s') not loaded: %s", pack_dir, env, reason)
+            status_route.SOURCE.not_loaded(env, pack_dir, reason)
     cache.save()
 
 

@@ -10,6 +10,8 @@ devices, the host), with what the panel needs beside it:
     machine       {"total", "available"}: MemTotal and MemAvailable in bytes, from /proc/meminfo
                   (kept as the pool gives it where ps carries it itself)
     environments  [{"name", "packs"}]: the configured environments, a worker running or not
+    not_loaded    [{"environment", "pack", "reason"}]: the packs left out at start, and why (the
+                  same words as ComfyUI's log; "pack" is null for an environment refused whole)
     sampled_at    seconds since the epoch when the pool was asked
 
 Read-only: nothing here starts, wakes or ends a worker, and nothing is sent to one (ps reads
@@ -51,6 +53,7 @@ class StatusSource:
         self._host = None
         self._reason = "the isohost adapter has not started yet"
         self._environments = []
+        self._not_loaded = []
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="isohost-status")
         self._pending = None  # the asyncio future of the status being taken
@@ -64,6 +67,10 @@ class StatusSource:
         self._environments = [{"name": n, "packs": p} for n, p in environments.items()]
         self._host = host
 
+    def not_loaded(self, env, pack, reason):
+        """A pack (None: every pack of `env`) was left out at start for `reason`."""
+        self._not_loaded.append({"environment": env, "pack": pack, "reason": reason})
+
     def unavailable(self, reason):
         """The adapter has no host, and why (for the panel to say)."""
         self._host = None
@@ -72,7 +79,8 @@ class StatusSource:
     def empty(self, reason):
         return {"available": False, "reason": reason, "workers": [], "zygotes": [],
                 "devices": [], "machine": machine_memory(),
-                "environments": self._environments, "sampled_at": time.time()}
+                "environments": self._environments, "not_loaded": self._not_loaded,
+                "sampled_at": time.time()}
 
     def take(self):
         """The status now; blocks while the pool samples memory (run it off the event loop)."""
@@ -88,6 +96,7 @@ class StatusSource:
         status["available"] = True
         status.setdefault("machine", machine_memory())
         status["environments"] = self._environments
+        status["not_loaded"] = self._not_loaded
         status["sampled_at"] = sampled_at
         return status
 

@@ -22,7 +22,8 @@ def isolated(comfy_tree, tmp_path_factory):
     base = tmp_path_factory.mktemp("adapter") / "isolated"
     envs = {"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes",
                                     TEST_PACKS / "isohost_numpy1_pack",
-                                    TEST_PACKS / "isohost_broken_pack"]),
+                                    TEST_PACKS / "isohost_broken_pack",
+                                    TEST_PACKS / "isohost_no_such_pack"]),
             "missing": ("/no/such/python", [TEST_PACKS / "isohost_numpy1_pack"])}
     server = start_server(comfy_tree, base, envs=envs,
                           comfyui={"interrupt_grace_seconds": GRACE})
@@ -184,9 +185,25 @@ def test_a_pack_that_fails_and_a_missing_interpreter_are_reported_alone(isolated
     log = "\n".join(isolated.log)
     assert "isohost_broken_pack (environment 'tests') not loaded: ImportError: " \
            "isohost_broken_pack needs a module this environment lacks" in log
-    assert "(environment 'missing') not loaded: SpawnFailed" in log
+    assert "isohost_no_such_pack (environment 'tests') not loaded: the directory does not " \
+           "exist" in log
+    assert "(environment 'missing') not loaded: the interpreter of environment 'missing', " \
+           "/no/such/python, is not an executable file" in log
+    # Found without a worker: none was started, nor a zygote, for either.
+    assert "worker 'missing'" not in log and "zygote of 'missing'" not in log
+    assert "isohost_no_such_pack" not in "".join(line for line in isolated.log
+                                                 if "started worker" in line)
     info = isolated.object_info()
     assert "ReportIsohost" in info and "NumpyVersionIsohost" in info
+    # The status route (the side panel) lists them, in the log's words.
+    not_loaded = {(n["environment"], os.path.basename(n["pack"])): n["reason"]
+                  for n in isolated.request("GET", "/isohost/status")["not_loaded"]}
+    assert set(not_loaded) == {("tests", "isohost_broken_pack"),
+                               ("tests", "isohost_no_such_pack"),
+                               ("missing", "isohost_numpy1_pack")}
+    assert not_loaded[("tests", "isohost_no_such_pack")] == "the directory does not exist"
+    assert not_loaded[("missing", "isohost_numpy1_pack")].endswith("is not an executable file")
+    assert "needs a module this environment lacks" in not_loaded[("tests", "isohost_broken_pack")]
 
 
 def pack_numpy():
@@ -222,6 +239,23 @@ def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
         echo = second.request("GET", "/isohost_test/echo/warm")
         assert echo["name"] == "warm" and echo["pid"] != second.process.pid
         second.wait_for_log("started worker 'schema'")
+    finally:
+        second.stop()
+
+
+def test_a_cached_scan_does_not_hide_a_missing_interpreter(comfy_tree, tmp_path):
+    interpreter = tmp_path / "python"
+    interpreter.symlink_to(PACK_PYTHON)
+    envs = {"tests": (str(interpreter), [TEST_PACKS / "isohost_test_nodes"])}
+    first = start_server(comfy_tree, tmp_path / "cached", envs=envs)
+    first.stop()
+    interpreter.unlink()
+    second = start_server(comfy_tree, tmp_path / "cached", envs=envs)
+    try:
+        assert any("isohost_test_nodes (environment 'tests') not loaded: the interpreter of "
+                   "environment 'tests', %s, is not an executable file" % interpreter in line
+                   for line in second.log), second.log_tail()
+        assert "ReportIsohost" not in second.object_info()
     finally:
         second.stop()
 

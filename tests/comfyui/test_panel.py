@@ -91,7 +91,8 @@ def server(comfy_tree, tmp_path_factory):
     started = start_server(
         comfy_tree, base / "comfy", custom_nodes=[probe],
         envs={"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes"]),
-              "numpy1": (PACK_PYTHON, [TEST_PACKS / "isohost_numpy1_pack"])},
+              "numpy1": (PACK_PYTHON, [TEST_PACKS / "isohost_numpy1_pack"]),
+              "gone": ("/no/such/python", [TEST_PACKS / "isohost_numpy1_pack"])},
         host={"idle_release_seconds": 0}, args=["--front-end-root", root])
     yield started
     started.stop()
@@ -129,7 +130,11 @@ def test_the_route_answers_the_pools_status(server, worker_pid):
     assert before["available"] and after["available"]
     assert {e["name"]: e["packs"] for e in before["environments"]} == {
         "tests": [str(TEST_PACKS / "isohost_test_nodes")],
-        "numpy1": [str(TEST_PACKS / "isohost_numpy1_pack")]}
+        "numpy1": [str(TEST_PACKS / "isohost_numpy1_pack")],
+        "gone": [str(TEST_PACKS / "isohost_numpy1_pack")]}
+    assert before["not_loaded"] == [{
+        "environment": "gone", "pack": str(TEST_PACKS / "isohost_numpy1_pack"),
+        "reason": GONE}]
     machine = before["machine"]
     assert 0 < machine["available"] <= machine["total"]
     assert set(by_env(own)) == {"tests", "numpy1"}
@@ -283,6 +288,11 @@ READ_ROWS = """(() => {
 })()"""
 
 
+NOT_LOADED = """Array.from(document.querySelectorAll('.isohost-not-loaded'))
+    .map(n => [n.dataset.env, n.dataset.pack, n.textContent])"""
+GONE = "the interpreter of environment 'gone', /no/such/python, is not an executable file"
+
+
 def test_the_panel_shows_the_workers_in_comfyuis_page(server, worker_pid, chromium, tmp_path):
     chromium.send("Page.enable")
     chromium.send("Page.navigate", url="http://127.0.0.1:%d/" % server.port)
@@ -320,6 +330,10 @@ def test_the_panel_shows_the_workers_in_comfyuis_page(server, worker_pid, chromi
         scale, rounding = {"MB": (1e6, 0.5e6), "GB": (1e9, 0.05e9)}[unit]
         assert abs(float(number) * scale - worker["pss"]) <= PSS_MARGIN + rounding
     assert shown["tests"]["pid"] == worker_pid
+    # A pack left out at start is named, with why, where the log alone said so before.
+    assert chromium.evaluate(NOT_LOADED) == [
+        ["gone", str(TEST_PACKS / "isohost_numpy1_pack"),
+         "%s (environment gone)%s" % (TEST_PACKS / "isohost_numpy1_pack", GONE)]]
     # The machine's RAM bar has a segment per worker, sized by its PSS.
     segments = chromium.evaluate("""Array.from(document.querySelectorAll(
         '#isohost-ram-bar rect')).map(r => r.dataset.segment)""")

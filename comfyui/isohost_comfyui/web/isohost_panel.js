@@ -169,7 +169,8 @@ class Panel {
         vram: (s.devices ?? []).length ? sum(workers.map((w) => w.vram)) : null });
       if (this.history.length > HISTORY_POINTS) this.history.shift();
     }
-    const parts = [this.ramSection(s, workers, zygotes), this.vramSection(s, workers),
+    const parts = [this.notLoadedSection(s.not_loaded ?? []),
+      this.ramSection(s, workers, zygotes), this.vramSection(s, workers),
       this.historySection(), this.workersSection(workers, s), this.zygotesSection(zygotes)];
     this.body.replaceChildren(...parts.filter(Boolean));
   }
@@ -321,6 +322,17 @@ class Panel {
     }
     return el("section", { id: "isohost-history", "data-points": this.history.length },
       el("h3", {}, `Last ${Math.round(span)} s`), svg, legend(series));
+  }
+
+  // First, since only ComfyUI's log said so before: a pack left out at start is a node missing
+  // from the menu with no other sign.
+  notLoadedSection(notLoaded) {
+    if (!notLoaded.length) return null;
+    return el("section", { id: "isohost-not-loaded" }, el("h3", {}, "Not loaded"),
+      ...notLoaded.map((n) => el("div", { class: "isohost-not-loaded", "data-env": n.environment,
+        "data-pack": n.pack ?? "" },
+        el("div", {}, `${n.pack ?? "every pack"} (environment ${n.environment})`),
+        el("div", { class: "isohost-note" }, n.reason))));
   }
 
   zygotesSection(zygotes) {
