@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include "error/error.hpp"
@@ -29,8 +31,11 @@ void reject_unknown_keys(const toml::table& table, const std::set<std::string>& 
                          const std::string& section, const std::string& source) {
   for (const auto& [key, node] : table) {
     if (!known.contains(std::string(key.str()))) {
+      // The known keys beside it, as the adapter's [comfyui] table does: a typo is then
+      // corrected from the message alone.
       throw config_error(source, node.source(),
-                         "unknown key '" + std::string(key.str()) + "' in [" + section + "]");
+                         fmt::format("unknown key '{}' in [{}] (known: {})", key.str(), section,
+                                     fmt::join(known, ", ")));
     }
   }
 }

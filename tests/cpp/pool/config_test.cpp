@@ -72,7 +72,7 @@ TEST(Config, BadFilesAreNamedErrorsWithAPlace) {
       {"[host]\nram_budget_mb = 1.5\n", "'ram_budget_mb' must be a whole number of MB"},
       {"[env.a]\npath = \"/x\"\n", "'path' must be a list"},
       {"[env.a]\nenv = { A = 1 }\n", "'env.A' must be a string"},
-      {"[env.a]\nsurprise = true\n", "unknown key 'surprise' in [env.a]"},
+      {"[env.a]\nsurprise = true\n", "unknown key 'surprise' in [env.a] (known: call_timeout_seconds, cwd, device, env, "},
       {"env = 3\n", "[env] must hold"},
       {"color = 3\n", "unknown key 'color' in [top level]"},
   };
