@@ -634,7 +634,9 @@ void Pool::on_stopped(std::function<void()> hook) {
 void Pool::request_shutdown() {
   asio::post(io(), [this] {
     if (!phase_.begin_shutdown()) return;
-    spdlog::info("shutting down: ending {} worker(s)", live_.size());
+    // Said only where there is something to end: a host made and closed to check a config
+    // (the ComfyUI adapter checks each environment so) would log it for nothing.
+    if (!live_.empty()) spdlog::info("shutting down: ending {} worker(s)", live_.size());
     admission_.stop();
     ram_pressure_.stop();
     for (auto& [name, slot] : slots_) {
