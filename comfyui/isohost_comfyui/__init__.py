@@ -42,6 +42,7 @@ import nodes  # noqa: E402
 import isohost  # noqa: E402
 
 from . import bridge, catalog, held, pack_routes, standins, status_route  # noqa: E402
+from . import torch_threads  # noqa: E402
 from . import settings as settings_module  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
 
@@ -187,17 +188,21 @@ def _start():
     routes = pack_routes.PackRoutes(host, settings.route_timeout_seconds,
                                     settings.on_prompt_timeout_seconds)
     cache = catalog.Catalog(settings.scan_cache)
+    loaded = 0
     for env, pack_dir in settings.packs:
         env_config = settings.host_config["env"][env]
         try:
             count = _load_pack(runner, routes, cache, env, pack_dir, env_config)
             _log.info("isohost: %s of %s run%s isolated in environment '%s'",
                       _count(count, "node"), pack_dir, "s" if count == 1 else "", env)
+            loaded += count
         except (PackProblem, isohost.Error) as e:
             reason = str(e) if isinstance(e, PackProblem) else _describe_failure(e)
             _log.error("isohost: pack %s (environment '%s') not loaded: %s", pack_dir, env, reason)
             status_route.SOURCE.not_loaded(env, pack_dir, reason)
     cache.save()
+    if loaded and torch_threads.spin_long():
+        _log.warning(torch_threads.ADVICE)
 
 
 _start()

@@ -195,6 +195,8 @@ def test_a_pack_that_fails_and_a_missing_interpreter_are_reported_alone(isolated
                                                  if "started worker" in line)
     info = isolated.object_info()
     assert "ReportIsohost" in info and "NumpyVersionIsohost" in info
+    # ComfyUI's torch threads spin by default (its environment sets neither variable here).
+    assert any("start ComfyUI with GOMP_SPINCOUNT=10000" in line for line in isolated.log)
     # The status route (the side panel) lists them, in the log's words.
     not_loaded = {(n["environment"], os.path.basename(n["pack"])): n["reason"]
                   for n in isolated.request("GET", "/isohost/status")["not_loaded"]}

@@ -29,6 +29,7 @@ def _adapter_module(name):
 
 catalog = _adapter_module("catalog")
 settings = _adapter_module("settings")
+torch_threads = _adapter_module("torch_threads")
 
 
 def write(path, text):
@@ -72,6 +73,21 @@ env = {OMP_WAIT_POLICY = "ACTIVE", OMP_NUM_THREADS = "4"}
     # Set in ComfyUI's own environment, it reaches the workers as it is.
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert settings.load(str(path), "/opt/ComfyUI").host_config["env"]["a"]["env"] == {}
+
+
+@pytest.mark.parametrize("environ, spins", [
+    ({}, True),
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, True),
+    ({"OMP_WAIT_POLICY": " passive "}, False),
+    ({"GOMP_SPINCOUNT": "10000"}, False),
+])
+def test_torch_threads_spin_long_where_libgomp_is_loaded_with_its_default(tmp_path, environ,
+                                                                          spins):
+    with_gomp = write(tmp_path / "maps", "7f00-7f10 r-xp 0 08:01 5 /x/torch/lib/libgomp.so.1\n")
+    without = write(tmp_path / "maps-bare", "7f00-7f10 r-xp 0 08:01 5 /usr/lib/libc.so.6\n")
+    assert torch_threads.spin_long(environ, str(with_gomp)) is spins
+    assert torch_threads.spin_long(environ, str(without)) is False
+    assert torch_threads.spin_long(environ, str(tmp_path / "none")) is False
 
 
 @pytest.mark.parametrize("text, words", [
