@@ -92,12 +92,13 @@ def _load_pack(runner, routes, cache, env, pack_dir, env_config):
     replaced = [name for name in description["nodes"]
                 if name in nodes.NODE_CLASS_MAPPINGS or name in NODE_CLASS_MAPPINGS]
     if replaced:
-        _log.warning("isohost: %s of %s replace%s one%s of the same name (%s)%s",
-                     _count(len(replaced), "node"), pack_dir, "s" if len(replaced) == 1 else "",
-                     "" if len(replaced) == 1 else "s", ", ".join(replaced[:5])
-                     + (", ..." if len(replaced) > 5 else ""),
-                     "; is the pack also in custom_nodes/? There it runs in ComfyUI's own "
-                     "process too: move it out" if len(replaced) > 1 else "")
+        # One line for the pack, where there was one per node: 23 of them when the pack was
+        # also left in custom_nodes/, the likeliest cause, which the line names.
+        _log.warning("isohost: nodes of %s replace those of the same name already loaded: %s%s",
+                     pack_dir, ", ".join(replaced[:5]) + (
+                         ", ... (%d in all)" % len(replaced) if len(replaced) > 5 else ""),
+                     "; is the pack also in custom_nodes/? There it runs in ComfyUI's process "
+                     "too: move it out" if len(replaced) > 1 else "")
     for name, node in description["nodes"].items():
         NODE_CLASS_MAPPINGS[name] = standins.make(runner, env, pack_dir, name, node)
     NODE_DISPLAY_NAME_MAPPINGS.update(description.get("display_names") or {})

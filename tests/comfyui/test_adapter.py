@@ -245,6 +245,20 @@ def test_a_warm_scan_cache_starts_no_worker_with_comfyui(comfy_tree, tmp_path):
         second.stop()
 
 
+def test_a_pack_left_in_custom_nodes_too_is_named_in_one_line(comfy_tree, tmp_path):
+    pack = TEST_PACKS / "isohost_test_nodes"
+    server = start_server(comfy_tree, tmp_path / "twice", custom_nodes=[pack],
+                          envs={"tests": (PACK_PYTHON, [pack])})
+    try:
+        said = [line for line in server.log if "replace those of the same name" in line]
+    finally:
+        server.stop()
+    assert len(said) == 1, server.log_tail()
+    assert "nodes of %s replace those of the same name already loaded: " % pack in said[0]
+    assert said[0].endswith("is the pack also in custom_nodes/? There it runs in ComfyUI's "
+                            "process too: move it out")
+
+
 def test_a_cached_scan_does_not_hide_a_missing_interpreter(comfy_tree, tmp_path):
     interpreter = tmp_path / "python"
     interpreter.symlink_to(PACK_PYTHON)
