@@ -189,10 +189,8 @@ def test_a_pack_that_fails_and_a_missing_interpreter_are_reported_alone(isolated
            "exist" in log
     assert "(environment 'missing') not loaded: the interpreter of environment 'missing', " \
            "/no/such/python, is not an executable file" in log
-    # Found without a worker: none was started, nor a zygote, for either.
+    # Found without a worker: none was started for the missing interpreter, nor a zygote.
     assert "worker 'missing'" not in log and "zygote of 'missing'" not in log
-    assert "isohost_no_such_pack" not in "".join(line for line in isolated.log
-                                                 if "started worker" in line)
     info = isolated.object_info()
     assert "ReportIsohost" in info and "NumpyVersionIsohost" in info
     # ComfyUI's torch threads spin by default (its environment sets neither variable here).
