@@ -166,7 +166,8 @@ def main():
     for figure, by_case in sorted(results.items()):
         print("%-28s %s" % (figure, "  ".join(
             "%-22s" % ("%.3f (%s)" % (statistics.median(by_case[n]),
-                                      " ".join("%.2f" % v for v in by_case[n])))
+                                      " ".join("%.2f" % v for v in by_case[n]))
+                       if by_case.get(n) else "-")  # a stamp one setting's code lacks
             for n in names)))
 
 

@@ -174,25 +174,35 @@ class Host:
         self.close()
 
     def _submit(self, kind, env, target=None, args=(), kwargs=None):
-        text, fds = "{}", []
+        text, encoded = "{}", None
         if kind == "call":
-            text, fds = self._call_message(env, target, list(args), kwargs or {})
-        # The core owns `fds` from here on, whatever happens.
-        return self._core_call(self._core.submit, kind, env, text, fds)
+            text, encoded = self._call_message(env, target, list(args), kwargs or {})
+        try:
+            # The core owns the descriptors from here on, whatever happens.
+            return self._core_call(self._core.submit, kind, env, text,
+                                   [] if encoded is None else encoded.fds)
+        finally:
+            if encoded is not None:
+                encoded.wait_copied()  # the worker decodes the call meanwhile
 
     def _call_message(self, env, target, args, kwargs):
-        """A call's message (JSON text) and its descriptors: JSON arguments where they are
-        plain, fit a frame and no spare memfd waits to ride back to the worker; else pickled."""
+        """A call's message (JSON text) and its pickled arguments (values.Encoded) or None:
+        JSON arguments where they are plain, fit a frame and no spare memfd waits to ride back
+        to the worker; else pickled."""
         peer = self._peer(env)
         message = {"target": target, "accept": values.PICKLE5, "args": args, "kwargs": kwargs}
         if (values.is_plain_json(args) and values.is_plain_json(kwargs)
                 and not values.has_returns(peer)):
             text = json.dumps(message)
             if len(text) <= _JSON_LIMIT:
-                return text, []
+                return text, None
         encoded = _encode((tuple(args), kwargs), peer)
         message.update(args=[], kwargs={}, pickle=encoded.description)
-        return json.dumps(message), encoded.fds
+        try:
+            return json.dumps(message), encoded
+        except BaseException:
+            encoded.close()
+            raise
 
     def _peer(self, env):
         peer = self._peers.get(env)
@@ -369,7 +379,7 @@ class _Peer:
 
 def _encode(value, peer):
     try:
-        return values.encode(value, peer)
+        return values.encode(value, peer, pipelined=True)
     except Exception as e:
         raise EncodeError("the arguments could not be pickled: %s: %s"
                           % (type(e).__name__, e)) from e

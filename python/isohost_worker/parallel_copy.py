@@ -65,22 +65,88 @@ def copy(destination, source):
     memoryview(destination).cast("B")[:] = view
 
 
+def start(destination, source, notify_fd):
+    """Start copying `source` into `destination` (as copy()) on the library's threads and
+    return at once: the Started copy, whose finish() must follow; the thread that copies the
+    last slice writes one byte on `notify_fd`. None where the copy cannot run on threads of
+    the library's that the caller does not need (no library, one thread, a small or read-only
+    source, threads that would not start): the caller copies with copy() then."""
+    view = memoryview(source).cast("B")
+    size = len(view)
+    threads = _native_count()
+    if view.readonly or size < 2 * NATIVE_SLICE or threads < 2:
+        return None
+    library = _library()
+    if library is None:
+        return None
+    target = (ctypes.c_char * size).from_buffer(destination)
+    origin = (ctypes.c_char * size).from_buffer(source)
+    if library.start(ctypes.addressof(target), ctypes.addressof(origin), size,
+                     size // NATIVE_SLICE, threads, notify_fd) != 0:
+        return None
+    return Started(library.finish, (target, origin), threads)
+
+
+class Started:
+    """A copy under way on the library's threads. It holds exports of both buffers, so that
+    neither is closed or resized before finish() returns."""
+
+    __slots__ = ("_finish", "_buffers", "_threads")
+
+    def __init__(self, finish, buffers, threads):
+        self._finish = finish
+        self._buffers = buffers
+        self._threads = threads
+
+    def finish(self):
+        """Take the slices left, with the threads; returns once every byte is copied, even
+        through an exception raised in this thread meanwhile (ComfyUI's interrupt), which it
+        raises after: the caller may unmap the destination once this returns."""
+        error = None
+        while self._buffers is not None:
+            try:
+                self._finish(self._threads)  # at once where it is finished already
+                self._buffers = None
+            except BaseException as e:
+                error = e
+        if error is not None:
+            raise error
+
+
 def _copied_natively(destination, source, size):
     """Whether the library copied `size` bytes between the two addresses (False where there is
     no library, or where its threads would not start)."""
     library = _library()
     if library is None:
         return False
-    return library(destination, source, size, size // NATIVE_SLICE, _native_count()) == 0
+    return library.copy(destination, source, size, size // NATIVE_SLICE, _native_count()) == 0
 
 
 LIBRARY_NAME = "libisohost_copy.so"
-_loaded = None  # [the library's copy function, or None]: loaded once, a fork keeps it
+_loaded = None  # [the library's functions, or None]: loaded once, a fork keeps it
+
+
+class _Library:
+    """libisohost_copy.so's entry points (src/wire/copy_library.cpp)."""
+
+    __slots__ = ("copy", "start", "finish")
+
+    def __init__(self, handle):
+        self.copy = handle.isohost_copy_memory
+        self.copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint,
+                              ctypes.c_uint]
+        self.copy.restype = ctypes.c_int
+        self.start = handle.isohost_copy_start
+        self.start.argtypes = self.copy.argtypes + [ctypes.c_int]
+        self.start.restype = ctypes.c_int
+        self.finish = handle.isohost_copy_finish
+        self.finish.argtypes = [ctypes.c_uint]
+        self.finish.restype = None
 
 
 def _library():
-    """libisohost_copy.so's isohost_copy_memory, or None where there is none to load (or it
-    would not load: a warning says why)."""
+    """libisohost_copy.so's functions, or None where there is none to load (or it would not
+    load: a warning says why)."""
     global _loaded
     if _loaded is None:
         _loaded = [_load(os.environ.get("ISOHOST_COPY_LIBRARY"))]
@@ -98,15 +164,11 @@ def _load(named):
     else:
         path = named
     try:
-        function = ctypes.CDLL(path).isohost_copy_memory
+        return _Library(ctypes.CDLL(path))
     except (OSError, AttributeError) as e:
         warnings.warn("cannot load the copy library %s (%s); copying on Python threads"
                       % (path, e), RuntimeWarning, stacklevel=5)
         return None
-    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint,
-                         ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
 
 
 class _Job:

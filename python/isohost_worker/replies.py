@@ -6,17 +6,18 @@ from isohost_worker import errors, frames
 
 
 def encode(reply, request):
-    """(frame bytes, descriptors to attach). The caller closes the descriptors after sending."""
+    """(frame bytes, descriptors to attach, the values.Encoded still copying or None). The
+    caller sends, then waits for that copy and closes the descriptors."""
     accepts_pickle = "accept" in request and _accepts_pickle(request)
     # Spare memfds going back to the host ride only on a pickled value.
     if reply["ok"] and accepts_pickle and _pickle_it(reply["value"]):
         return _pickled(reply)
     try:
-        return frames.encode(reply), []
+        return frames.encode(reply), [], None
     except Exception as e:  # the value is not JSON, or too big for one frame
         if reply["ok"] and accepts_pickle:
             return _pickled(reply)
-        return frames.encode(error_reply(reply["id"], errors.describe(errors.RESULT, e))), []
+        return frames.encode(error_reply(reply["id"], errors.describe(errors.RESULT, e))), [], None
 
 
 def error_reply(request_id, error):
@@ -39,12 +40,12 @@ def _pickled(reply):
     from isohost_worker import values
 
     try:
-        encoded = values.encode(reply["value"], values.HOST)
+        encoded = values.encode(reply["value"], values.HOST, pipelined=True)
     except Exception as e:
-        return frames.encode(error_reply(reply["id"], errors.describe(errors.ENCODE, e))), []
+        return frames.encode(error_reply(reply["id"], errors.describe(errors.ENCODE, e))), [], None
     body = {"op": "reply", "id": reply["id"], "ok": True, "pickle": encoded.description}
     try:
-        return frames.encode(body, len(encoded.fds)), encoded.fds
+        return frames.encode(body, len(encoded.fds)), encoded.fds, encoded
     except BaseException:
         encoded.close()
         raise

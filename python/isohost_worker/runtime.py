@@ -162,10 +162,12 @@ class Runtime:
             reply = _error_reply(request_id, errors.describe(errors.INTERNAL, e, e.__traceback__))
         finally:
             frames.close_all(frames.take_descriptors(request))
-        data, fds = replies.encode(reply, request)
+        data, fds, copying = replies.encode(reply, request)
         try:
             send(data, fds)
         finally:
+            if copying is not None:
+                copying.wait_copied()  # before the value may go: the host decodes meanwhile
             frames.close_all(fds)
 
     def _send_main(self, data, fds=()):

@@ -118,15 +118,25 @@ def is_plain_json(value):
 
 class Encoded:
     """A pickled value ready to send: `description` goes in the message body, `fds` (owned
-    here) ride with the frame in that order. close() after sending."""
+    here) ride with the frame in that order. close() after sending. A pipelined encoding
+    (encode(pipelined=True)) may still be copying its last large buffer on the copy threads:
+    send it, then wait_copied() (close() does), before the value may change or go."""
 
-    __slots__ = ("description", "fds")
+    __slots__ = ("description", "fds", "_copying")
 
-    def __init__(self, description, fds):
+    def __init__(self, description, fds, copying=None):
         self.description = description
         self.fds = fds
+        self._copying = copying
+
+    def wait_copied(self):
+        """Returns once every buffer is copied (at once where nothing was left copying)."""
+        copying, self._copying = self._copying, None
+        if copying is not None:
+            copying.finish()
 
     def close(self):
+        self.wait_copied()
         fds, self.fds = self.fds, []
         for fd in fds:
             _close(fd)
@@ -138,13 +148,18 @@ class Encoded:
         self.close()
 
 
-def encode(value, peer=None):
+def encode(value, peer=None, pipelined=False):
     """Pickle `value` with its large buffers in memfds, for `peer` (a hashable that names the
     process it goes to: spare memfds that came from there ride back with it; one whose `open`
     attribute turns false gets none back any more). Raises what pickle raises
     for a value it cannot pickle (TypeError, pickle.PicklingError, AttributeError, ...); no
-    descriptor is left open then."""
-    sink = _BufferSink()
+    descriptor is left open then.
+
+    `pipelined`: the last large buffer that goes into a spare may still be copying on the copy
+    threads when this returns, so that the receiver reads and decodes the frame meanwhile; the
+    description then says "ready" and a pipe's read end rides last, told once every byte is
+    there (docs/protocol.md). The caller sends, then calls wait_copied() or close()."""
+    sink = _BufferSink(pipelined)
     stream = io.BytesIO()
     try:
         _Pickler(stream, sink).dump(value)
@@ -156,14 +171,18 @@ def encode(value, peer=None):
             stream_description = {"kind": "memfd", "size": len(data)}
             fds = [_memfd_with(data)] + sink.fds
         del data
+        copying = sink.copy_deferred()  # last: nothing after it can fail and leave it running
     except BaseException:
         sink.close()
         raise
     description = {"stream": stream_description, "buffers": sink.entries}
-    returned = _spares_here().returns_for(peer, MAX_DESCRIPTORS - len(fds))
+    ready = [] if copying is None else [copying.ready_fd]
+    returned = _spares_here().returns_for(peer, MAX_DESCRIPTORS - len(fds) - len(ready))
     if returned:
         description["returned"] = len(returned)
-    return Encoded(description, fds + returned)
+    if ready:
+        description["ready"] = True
+    return Encoded(description, fds + returned + ready, copying)
 
 
 def has_returns(peer):
@@ -180,24 +199,75 @@ def drop_spares(peer=None):
 def decode(description, fds, peer=None):
     """The value that `description` and `fds` carry, from `peer`. Always closes or keeps every
     descriptor in `fds`. Raises DecodeError when they do not match, and whatever unpickling
-    raises (a class the receiving side cannot import, say)."""
+    raises (a class the receiving side cannot import, say). A value whose last buffer was
+    still copying when it was sent ("ready") is returned once its sender says it is there."""
     kept = set()  # the descriptors kept as they came (spares, tracked buffers): not closed here
+    ready_fd = None
     try:
+        ready = description.get("ready", False) if isinstance(description, dict) else False
+        if ready is not False:
+            if ready is not True or not fds:
+                raise DecodeError("'ready' must be true and come with a descriptor, not %r with "
+                                  "%d descriptor(s)" % (ready, len(fds)))
+            ready_fd = fds[-1]
+            kept.add(ready_fd)  # closed once waited on
+        fds_here = fds[:-1] if ready_fd is not None else fds
         returned = description.get("returned", 0) if isinstance(description, dict) else 0
-        if type(returned) is not int or not 0 <= returned <= len(fds):
+        if type(returned) is not int or not 0 <= returned <= len(fds_here):
             raise DecodeError("the value returns %r spare buffer(s) of %d descriptor(s)"
-                              % (returned, len(fds)))
-        value_fds = fds[:len(fds) - returned]
-        _spares_here().accept(fds[len(value_fds):], kept)
+                              % (returned, len(fds_here)))
+        value_fds = fds_here[:len(fds_here) - returned]
+        _spares_here().accept(fds_here[len(value_fds):], kept)
         stream, maps = _map_all(description, value_fds, peer, kept)
+    except BaseException:
+        if ready_fd is not None:
+            _close(ready_fd)
+        raise
     finally:
         for fd in fds:
             if fd not in kept:
                 _close(fd)
     try:
-        return _Unpickler(stream, maps).load()
+        value = _Unpickler(stream, maps).load()
+        if ready_fd is not None:
+            _wait_ready(ready_fd, sum(entry.get("size", 0) for entry in description["buffers"]))
+        return value
     finally:
+        if ready_fd is not None:
+            _close(ready_fd)
         _close_map(stream)  # copied into the unpickler; the buffers live on in the value
+
+
+# How long a receiver waits for the sender's copy of a "ready" value: at least this, and as
+# long as copying its bytes at READY_SLOWEST_BYTES_PER_SECOND would take (a copy runs at
+# gigabytes a second; a sender that takes longer is stuck or hostile).
+READY_TIMEOUT_SECONDS = 10.0
+READY_SLOWEST_BYTES_PER_SECOND = 50 << 20
+
+
+def _wait_ready(fd, nbytes):
+    """Returns once the sender's copy threads said, on the pipe `fd`, that every byte is there;
+    DecodeError if the pipe is no pipe, says something else, closes first (its sender ended
+    before its copy was done) or stays silent past the timeout."""
+    import select
+    import stat
+
+    try:
+        is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError as e:
+        raise DecodeError("the value's 'ready' descriptor is unusable: %s" % e) from None
+    if not is_pipe:
+        raise DecodeError("the value's 'ready' descriptor is not a pipe")
+    timeout = max(READY_TIMEOUT_SECONDS, nbytes / READY_SLOWEST_BYTES_PER_SECOND)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    if not poller.poll(timeout * 1000):
+        raise DecodeError("the sender did not finish copying the value's %d bytes within %g s"
+                          % (nbytes, timeout))
+    told = os.read(fd, 1)
+    if told != b"r":
+        raise DecodeError("the sender ended before it finished copying the value's buffers"
+                          if not told else "the value's 'ready' pipe said %r, not b'r'" % told)
 
 
 def buffer_count(description):
@@ -212,20 +282,50 @@ def buffer_count(description):
 # --- sending -------------------------------------------------------------------------------
 
 class _BufferSink:
-    """Collects the out-of-band buffers of one value, each in its own memfd."""
+    """Collects the out-of-band buffers of one value, each in its own memfd. Pipelined, the
+    copies into spares wait until the whole value is pickled (copy_deferred)."""
 
-    def __init__(self):
+    def __init__(self, pipelined=False):
         self.entries = []
         self.fds = []
+        # Temporaries whose memory a buffer points at (contiguous copies, CPU copies of CUDA
+        # tensors): they live until every copy from them is done.
+        self.keep = []
+        self._deferred = [] if pipelined else None  # [(mapping, view, keep_mapping)]
+        # ids of the buffers whose copy may be deferred: CPU tensors' (_reduce_tensor), which
+        # unpickling wraps and does not read; anything else may be read as it is unpickled
+        # (bytes are copied out, a CUDA tensor moved to its device, a class's own reduction).
+        self.deferrable = set()
+        # The ready pipe's one descriptor: the last out-of-band buffer leaves room for it.
+        self._most = MAX_OUT_OF_BAND - (1 if pipelined else 0)
 
-    def take(self, view, readonly):
+    def take(self, view, readonly, deferrable=False):
         """Index of a new out-of-band buffer holding `view`'s bytes, or None when it should
         stay in the stream (small, or no descriptor left in this frame)."""
-        if view.nbytes < INLINE_LIMIT or len(self.fds) >= MAX_OUT_OF_BAND:
+        if view.nbytes < INLINE_LIMIT or len(self.fds) >= self._most:
             return None
-        self.fds.append(_memfd_with(view))
+        self.fds.append(_memfd_with(view, self._deferred if deferrable else None))
         self.entries.append({"kind": "memfd", "size": view.nbytes, "readonly": bool(readonly)})
         return len(self.entries) - 1
+
+    def copy_deferred(self):
+        """Copies every deferred buffer but the last, and starts the last on the copy threads:
+        returns its _Copying, or None where it was copied here (nothing deferred, or no
+        threads to copy it on)."""
+        deferred, self._deferred = self._deferred or [], None
+        for index, (mapping, view, keep_mapping) in enumerate(deferred):
+            try:
+                if index == len(deferred) - 1:
+                    copying = _Copying.start(mapping, view, keep_mapping, self.keep)
+                    if copying is not None:
+                        return copying
+                parallel_copy.copy(mapping, view)
+            except BaseException:
+                for unused, _, _ in deferred[index:]:
+                    _close_map(unused)
+                raise
+            keep_mapping()
+        return None
 
     def pickle_buffer(self, buffer):
         """pickle's buffer_callback: a false return sends `buffer` out of band."""
@@ -233,24 +333,63 @@ class _BufferSink:
             view = buffer.raw()
         except BufferError:  # not contiguous: pickle copies it into the stream
             return True
-        return self.take(view, view.readonly) is None
+        return self.take(view, view.readonly, id(buffer) in self.deferrable) is None
 
     def close(self):
+        for mapping, _, _ in self._deferred or []:
+            _close_map(mapping)
+        self._deferred = None
         for fd in self.fds:
             _close(fd)
         self.fds = []
 
 
-def _memfd_with(view):
+class _Copying:
+    """A value's last large buffer copying on the copy threads while its frame travels
+    (encode(pipelined=True)). `ready_fd` is the read end of the pipe the copy threads tell once
+    it is done; it rides with the frame, and the receiver waits on it before the value is read
+    (decode). finish() waits for the copy, then keeps the spare's mapping for its next use."""
+
+    __slots__ = ("ready_fd", "_write_fd", "_started", "_keep_mapping", "_keep")
+
+    @classmethod
+    def start(cls, mapping, view, keep_mapping, keep):
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        try:
+            started = parallel_copy.start(mapping, view, write_fd)
+        except BaseException:
+            _close(read_fd)
+            _close(write_fd)
+            raise
+        if started is None:
+            _close(read_fd)
+            _close(write_fd)
+            return None
+        copying = cls()
+        copying.ready_fd, copying._write_fd = read_fd, write_fd
+        copying._started, copying._keep_mapping, copying._keep = started, keep_mapping, keep
+        return copying
+
+    def finish(self):
+        try:
+            self._started.finish()
+        finally:
+            _close(self._write_fd)
+        self._keep_mapping()
+        self._keep = None
+
+
+def _memfd_with(view, deferred=None):
     """A sealed memfd holding a copy of `view`: a spare of the same size, copied into through
-    the mapping kept for it, else a fresh one filled with write(), which beats mmap and copy
-    there since a new mapping faults each page in (docs/python-api.md has the figures)."""
+    the mapping kept for it (or, with a `deferred` list, later: copy_deferred), else a fresh
+    one filled with write(), which beats mmap and copy there since a new mapping faults each
+    page in (docs/python-api.md has the figures)."""
     view = memoryview(view).cast("B")
     size = view.nbytes
     fd = _spares_here().take(size)
     if fd is not None:
         try:
-            _spares_here().copy_into(fd, view)
+            _spares_here().copy_into(fd, view, deferred)
         except BaseException:
             os.close(fd)
             raise
@@ -284,8 +423,8 @@ class _Reductions:
     def __init__(self, sink):
         self._sink = sink
         # Temporaries whose memory a PickleBuffer points at (contiguous copies, CPU copies of
-        # CUDA tensors) must live until dump() returns.
-        self._keep = []
+        # CUDA tensors) must live until they are copied: the sink's.
+        self._keep = sink.keep
         self._memo_ids = {}
 
     def persistent_id(self, obj):
@@ -353,7 +492,11 @@ class _Reductions:
         import ctypes
 
         memory = (ctypes.c_char * nbytes).from_address(t.data_ptr()) if nbytes else bytearray()
-        return (_rebuild_tensor, (pickle.PickleBuffer(memory), str(t.dtype).rpartition(".")[2],
+        buffer = pickle.PickleBuffer(memory)
+        if device.type == "cpu":
+            self._keep.append(buffer)  # its id stays its own
+            self._sink.deferrable.add(id(buffer))
+        return (_rebuild_tensor, (buffer, str(t.dtype).rpartition(".")[2],
                                   list(t.shape), bool(tensor.requires_grad), str(device)))
 
 
@@ -460,12 +603,14 @@ class _Spares:
                     return fd
         return None
 
-    def copy_into(self, fd, view):
+    def copy_into(self, fd, view, deferred=None):
         """Copy `view` into the spare `fd` (of exactly its size) through a writable shared
         mapping kept for the next reuse; at most MAX_SPARES (and MAX_SPARE_BYTES) are kept,
         older ones unmapped. The mapping is out of the table while the copy runs, so no other
         thread unmaps it meanwhile; the lock is not held during the copy, since a finalizer
-        that a garbage collection runs on a copy thread may need it (parallel_copy)."""
+        that a garbage collection runs on a copy thread may need it (parallel_copy). With a
+        `deferred` list, the copy is not made here: (mapping, view, what keeps the mapping
+        after it) is added to the list."""
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
         with self._lock:
@@ -475,7 +620,14 @@ class _Spares:
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
             mapping = mmap.mmap(fd, view.nbytes, flags=flags,
                                 prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        if deferred is not None:
+            deferred.append((mapping, view, functools.partial(self._keep_mapping, key, mapping,
+                                                              drops)))
+            return
         parallel_copy.copy(mapping, view)
+        self._keep_mapping(key, mapping, drops)
+
+    def _keep_mapping(self, key, mapping, drops):
         with self._lock:
             if drops != self._drops:  # released meanwhile: keep nothing
                 _close_map(mapping)

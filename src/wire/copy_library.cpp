@@ -26,3 +26,27 @@ extern "C" __attribute__((visibility("default"))) int isohost_copy_memory(
     return -1;
   }
 }
+
+// isohost_copy_memory in two steps, so that the caller sends the value's frame while the threads
+// copy (ParallelCopy::start): returns 0 once the copy is posted (after the copy before it is
+// finished), -1 when the threads could not be started (nothing was posted: the caller copies
+// another way). Each 0 must be followed by one isohost_copy_finish(). `notify_fd`: a pipe's
+// write end, told one byte once every byte is copied (-1: none).
+extern "C" __attribute__((visibility("default"))) int isohost_copy_start(
+    void* destination, const void* source, std::size_t size, unsigned slices, unsigned threads,
+    int notify_fd) noexcept {
+  try {
+    auto& copy = isohost::wire::ParallelCopy::of_this_process(threads > 0 ? threads - 1 : 0);
+    copy.start(static_cast<std::byte*>(destination), static_cast<const std::byte*>(source), size,
+               slices, notify_fd);
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// Takes the started copy's slices left with the threads; returns once every byte is copied.
+extern "C" __attribute__((visibility("default"))) void isohost_copy_finish(
+    unsigned threads) noexcept {
+  isohost::wire::ParallelCopy::of_this_process(threads > 0 ? threads - 1 : 0).finish();
+}

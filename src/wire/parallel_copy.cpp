@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <system_error>
 
@@ -26,27 +27,47 @@ ParallelCopy::~ParallelCopy() {
 
 void ParallelCopy::copy(std::byte* destination, const std::byte* source, std::size_t size,
                         unsigned slices) {
-  if (size == 0) return;
-  slices = std::clamp<std::size_t>(slices, 1, std::min<std::size_t>(size, 1U << 30));
-  const std::lock_guard one_copy(copying_);
+  start(destination, source, size, slices);
+  finish();
+}
+
+void ParallelCopy::start(std::byte* destination, const std::byte* source, std::size_t size,
+                         unsigned slices, int notify_fd) {
+  for (bool busy = false; !in_flight_.compare_exchange_weak(busy, true); busy = false) {
+    in_flight_.wait(true);
+  }
+  slices =
+      size == 0 ? 0 : std::clamp<std::size_t>(slices, 1, std::min<std::size_t>(size, 1U << 30));
   destination_ = destination;
   source_ = source;
   size_ = size;
-  step_ = (size + slices - 1) / slices;
-  slices = static_cast<unsigned>((size + step_ - 1) / step_);  // none empty
+  notify_fd_ = notify_fd;
+  step_ = slices == 0 ? 0 : (size + slices - 1) / slices;
+  if (slices != 0) slices = static_cast<unsigned>((size + step_ - 1) / step_);  // none empty
+  copied_.store(false);
   left_.store(slices);
   slices_.store(std::uint64_t{slices} << 32U);  // published: the fields above go with it
-  if (slices > 1 && !threads_.empty()) {
+  if (slices == 0) {
+    all_copied();
+    return;
+  }
+  if (!threads_.empty()) {
     posted_.fetch_add(1);
-    // One system call for every sleeping thread; those past slices - 1 find nothing to take.
-    if (slices - 1 >= threads_.size()) {
+    // One system call for every sleeping thread; those past `slices` find nothing to take.
+    if (slices >= threads_.size()) {
       posted_.notify_all();
     } else {
-      for (unsigned woken = 0; woken < slices - 1; ++woken) posted_.notify_one();
+      for (unsigned woken = 0; woken < slices; ++woken) posted_.notify_one();
     }
   }
+}
+
+void ParallelCopy::finish() {
+  if (!in_flight_.load()) return;  // nothing started (a forked child's own threads)
   take_slices();
-  for (auto left = left_.load(); left != 0; left = left_.load()) left_.wait(left);
+  while (!copied_.load()) copied_.wait(false);
+  in_flight_.store(false);
+  in_flight_.notify_one();
 }
 
 void ParallelCopy::take_slices() {
@@ -56,12 +77,26 @@ void ParallelCopy::take_slices() {
     if (index >= static_cast<std::uint32_t>(taken >> 32U)) return;
     const std::size_t begin = index * step_;
     std::memcpy(destination_ + begin, source_ + begin, std::min(step_, size_ - begin));
-    if (left_.fetch_sub(1) == 1) left_.notify_all();
+    if (left_.fetch_sub(1) == 1) all_copied();
   }
 }
 
+// Every slice is copied: the copy's fields stay as they are until finish() sees copied_.
+void ParallelCopy::all_copied() {
+  if (notify_fd_ >= 0) {
+    const char ready = 'r';
+    // A receiver that closed its end (EPIPE; Python ignores SIGPIPE) no longer waits for it.
+    while (::write(notify_fd_, &ready, 1) < 0 && errno == EINTR) {
+    }
+  }
+  copied_.store(true);
+  copied_.notify_all();
+}
+
 void ParallelCopy::serve() {
-  std::uint32_t seen = posted_.load();
+  // From 0, the count at construction: a copy (or the destructor) posted before this thread
+  // first runs still wakes it.
+  std::uint32_t seen = 0;
   for (;;) {
     posted_.wait(seen);
     seen = posted_.load();

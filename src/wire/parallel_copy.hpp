@@ -21,9 +21,15 @@
 //   ParallelCopy copy(3);                        // three threads besides the caller's
 //   copy.copy(destination, source, size, 8);     // eight slices, taken by whoever is free
 //
-// Thread safety: copy() may be called from several threads at once; the copies then run one
-// after another. The threads do not survive a fork: of_this_process() makes a forked child its
-// own.
+// A copy may also be started and finished apart (start(), finish()), so that the caller sends
+// the value's frame while the threads fill its buffer: the receiver's read, dispatch and
+// decoding overlap the copy rather than follow it. The thread that copies the last slice then
+// writes one byte on `notify_fd` (the write end of a pipe whose read end went with the frame),
+// which tells the receiver the bytes are all there (docs/protocol.md, "Values").
+//
+// Thread safety: copy() and start() may be called from several threads at once; the copies
+// then run one after another (a start waits for the copy before it to be finished). The
+// threads do not survive a fork: of_this_process() makes a forked child its own.
 
 #include <atomic>
 #include <cstddef>
@@ -46,6 +52,16 @@ class ParallelCopy {
   // threads, and returns once every slice is copied.
   void copy(std::byte* destination, const std::byte* source, std::size_t size, unsigned slices);
 
+  // copy() in two steps: start() posts the slices to the threads and returns at once (once
+  // the copy before it is finished); finish() takes the slices still untaken, with the
+  // threads, and returns once every slice is copied. Every start() must be followed by one
+  // finish() (on any thread) before the next copy can start. With no threads, finish() copies
+  // it all. The last slice's thread writes one byte on `notify_fd` unless it is -1; the fd
+  // must stay open until finish() returns.
+  void start(std::byte* destination, const std::byte* source, std::size_t size, unsigned slices,
+             int notify_fd = -1);
+  void finish();
+
   [[nodiscard]] unsigned helpers() const { return static_cast<unsigned>(threads_.size()); }
 
   // This process's copy threads, `helpers` of them as the first call asks (callers ask for the
@@ -57,13 +73,15 @@ class ParallelCopy {
  private:
   void serve();        // a helper thread: sleeps until a copy is posted, takes slices of it
   void take_slices();  // copies slices until none is left untaken
+  void all_copied();   // by the last slice's thread: tells notify_fd_, then finish()
 
-  // One copy at a time: the fields below describe it.
-  std::mutex copying_;
+  // One copy at a time, from start() until finish() returns: the fields below describe it.
+  std::atomic<bool> in_flight_{false};
   std::byte* destination_ = nullptr;
   const std::byte* source_ = nullptr;
   std::size_t size_ = 0;
   std::size_t step_ = 0;
+  int notify_fd_ = -1;
   // The copy's slice count (high 32 bits) and the next slice to take (low 32 bits), in one
   // word: a thread that takes a slice reads both at once, so one that wakes after its copy is
   // done sees nothing left to take, never a count of the next copy beside an old index. The
@@ -71,6 +89,7 @@ class ParallelCopy {
   // `left_`), so a thread that took one reads its copy's.
   std::atomic<std::uint64_t> slices_{0};
   std::atomic<std::uint32_t> left_{0};    // slices taken by nobody or not yet copied
+  std::atomic<bool> copied_{false};       // every slice copied and notify_fd_ told
   std::atomic<std::uint32_t> posted_{0};  // bumped for each copy: the threads wait on it
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;

@@ -29,11 +29,14 @@ def _flush():
 
 
 def _timed(module, path, stamp):
-    """Wraps module.PATH (a function, or Class.method) so that each call appends a STAMP line."""
+    """Wraps module.PATH (a function, or Class.method) so that each call appends a STAMP line;
+    where the module has no such thing (an older runtime, timed beside a newer one), nothing."""
     owner_path, _, name = path.rpartition(".")
     owner = module
     for part in filter(None, owner_path.split(".")):
-        owner = getattr(owner, part)
+        owner = getattr(owner, part, None)
+    if not hasattr(owner, name):
+        return
     static = isinstance(owner.__dict__.get(name), staticmethod)
     function = getattr(owner, name)
 
@@ -59,8 +62,9 @@ def _timed(module, path, stamp):
 # parsed), the worker's reply (replies.encode, frames.send) and the host's wait for it
 # (Host._wait, whose end is the caller back in Python with the outcome; Host._finish).
 _TIMED = {"isohost_worker.values": {"encode": "encode", "decode": "decode",
-                                    "_memfd_with": "memfd"},
-          "isohost_worker.parallel_copy": {"copy": "copy"},
+                                    "_memfd_with": "memfd", "_wait_ready": "ready"},
+          "isohost_worker.parallel_copy": {"copy": "copy", "start": "copy_start",
+                                           "Started.finish": "copy_finish"},
           "isohost_worker.calls": {"call": "call"},
           "isohost_comfy_worker.nodes": {"run": "run"},
           "isohost_worker.frames": {"send": "send", "Reader.read": "read"},

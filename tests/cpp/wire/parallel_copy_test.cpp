@@ -1,7 +1,9 @@
 #include "wire/parallel_copy.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <array>
 #include <cstddef>
 #include <numeric>
 #include <thread>
@@ -67,6 +69,65 @@ TEST(ParallelCopy, AProcessHasOneSetOfThreadsTheFirstCallerSized) {
   std::vector<std::byte> destination(source.size());
   threads.copy(destination.data(), source.data(), source.size(), 3);
   EXPECT_EQ(destination, source);
+}
+
+TEST(ParallelCopy, AStartedCopyIsDoneByTheThreadsAndToldOnItsPipe) {
+  ParallelCopy copy(2);
+  std::array<int, 2> pipe_fds{};
+  ASSERT_EQ(::pipe(pipe_fds.data()), 0);
+  const auto source = pattern((4 << 20) + 11, 3);
+  std::vector<std::byte> destination(source.size());
+  copy.start(destination.data(), source.data(), source.size(), 16, pipe_fds[1]);
+  // The caller takes no slice until finish(): the threads copy it all and tell the pipe.
+  char told = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &told, 1), 1);
+  EXPECT_EQ(told, 'r');
+  EXPECT_EQ(destination, source);
+  copy.finish();
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
+TEST(ParallelCopy, FinishCopiesWhatNoThreadTook) {
+  ParallelCopy copy(0);
+  std::array<int, 2> pipe_fds{};
+  ASSERT_EQ(::pipe(pipe_fds.data()), 0);
+  const auto source = pattern(300000, 8);
+  std::vector<std::byte> destination(source.size());
+  copy.start(destination.data(), source.data(), source.size(), 5, pipe_fds[1]);
+  copy.finish();
+  EXPECT_EQ(destination, source);
+  char told = 0;
+  EXPECT_EQ(::read(pipe_fds[0], &told, 1), 1);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
+TEST(ParallelCopy, ACopyAskedForWhileOneIsStartedWaitsAndBothAreWhole) {
+  ParallelCopy copy(1);
+  const auto first = pattern(1 << 20, 1);
+  const auto second = pattern(1 << 20, 2);
+  std::vector<std::byte> first_copy(first.size());
+  std::vector<std::byte> second_copy(second.size());
+  copy.start(first_copy.data(), first.data(), first.size(), 4);
+  std::thread other([&] { copy.copy(second_copy.data(), second.data(), second.size(), 4); });
+  copy.finish();  // the other thread's copy begins only after this
+  other.join();
+  EXPECT_EQ(first_copy, first);
+  EXPECT_EQ(second_copy, second);
+}
+
+TEST(ParallelCopy, AnEmptyStartedCopyIsToldAtOnce) {
+  ParallelCopy copy(1);
+  std::array<int, 2> pipe_fds{};
+  ASSERT_EQ(::pipe(pipe_fds.data()), 0);
+  copy.start(nullptr, nullptr, 0, 4, pipe_fds[1]);
+  char told = 0;
+  EXPECT_EQ(::read(pipe_fds[0], &told, 1), 1);
+  copy.finish();
+  copy.finish();  // a finish with nothing started returns at once
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
 }
 
 }  // namespace
