@@ -44,9 +44,9 @@ def timed(copy, rounds=200, warmup=20, before=None):
 
 
 def native_copy():
-    """libisohost_copy.so's copy (src/wire/copy_library.cpp), which the worker runtime and the
-    Python host copy on: from $ISOHOST_BUILD_PYTHON (default build/python), None where not
-    built. Its threads are as many as the first call asks for: the most that the rows ask."""
+    """libisohost_copy.so's functions (src/wire/copy_library.cpp), which the worker runtime
+    and the Python host copy on: from $ISOHOST_BUILD_PYTHON (default build/python), None where
+    not built. Its threads are as many as the first call asks for: the most that the rows ask."""
     directory = os.environ.get("ISOHOST_BUILD_PYTHON", str(REPO / "build" / "python"))
     library = parallel_copy._load(os.path.join(directory, parallel_copy.LIBRARY_NAME))
     if library is None:
@@ -64,7 +64,7 @@ def native_rows(library, addresses, source, size, cpus):
     if library is None or cpus < 2:
         return []
     return [("native, %d slices" % n, timed(
-        lambda i, n=n: library(addresses[i % 4], source, size, n, cpus)))
+        lambda i, n=n: library.copy(addresses[i % 4], source, size, n, cpus)))
             for n in slice_counts(size, cpus)]
 
 
@@ -98,7 +98,7 @@ def after_node_rows(image, addresses, tensors, size, cpus, library):
     for n in slice_counts(size, cpus)[1:]:
         if library is not None:
             rows.append(("after a node: native, %d slices" % n, timed(
-                lambda i, n=n: library(addresses[i % 4], address(), size, n, cpus),
+                lambda i, n=n: library.copy(addresses[i % 4], address(), size, n, cpus),
                 before=node)))
     rows.append(("after a node: torch copy_", timed(
         lambda i: tensors[i % 4].copy_(made["out"].view(torch.uint8).view(-1)), before=node)))

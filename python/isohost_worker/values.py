@@ -57,6 +57,12 @@ MAX_OUT_OF_BAND = MAX_DESCRIPTORS - 1
 # 0.12 and 0.09. Sixteen, not four: a ComfyUI prompt keeps ten crossing outputs alive at once,
 # and with four the mappings were lost before their memfds came back (docs/comfyui.md).
 SPARE_MIN = INLINE_LIMIT
+# A buffer copied while its frame travels (encode(pipelined=True)) is at least this large: the
+# pipe and the receiver's wait for a copy thread cost more than the overlap saves on a small
+# one (a chain of ten 256x192 IMAGE nodes with every output crossing took 3 ms longer on the
+# 2-core CPU machine with 576 KiB buffers pipelined), where a 12 MiB IMAGE's copy took as long
+# as the rest of its way to the other side.
+PIPELINED_MIN = 4 << 20
 MAX_SPARES = 16
 MAX_SPARE_BYTES = 256 << 20
 MAX_TRACKED = 64
@@ -304,7 +310,8 @@ class _BufferSink:
         stay in the stream (small, or no descriptor left in this frame)."""
         if view.nbytes < INLINE_LIMIT or len(self.fds) >= self._most:
             return None
-        self.fds.append(_memfd_with(view, self._deferred if deferrable else None))
+        late = deferrable and view.nbytes >= PIPELINED_MIN
+        self.fds.append(_memfd_with(view, self._deferred if late else None))
         self.entries.append({"kind": "memfd", "size": view.nbytes, "readonly": bool(readonly)})
         return len(self.entries) - 1
 

@@ -52,13 +52,20 @@ void ParallelCopy::start(std::byte* destination, const std::byte* source, std::s
     return;
   }
   if (!threads_.empty()) {
+    // The caller wakes one thread, and that one the others: waking sixteen took the caller
+    // 0.04 ms on the H100 machine, in the way of the frame it sends next.
+    to_wake_.store(std::min<std::size_t>(slices, threads_.size()) - 1);
     posted_.fetch_add(1);
-    // One system call for every sleeping thread; those past `slices` find nothing to take.
-    if (slices >= threads_.size()) {
-      posted_.notify_all();
-    } else {
-      for (unsigned woken = 0; woken < slices; ++woken) posted_.notify_one();
-    }
+    posted_.notify_one();
+  }
+}
+
+void ParallelCopy::wake_the_others() {
+  const unsigned more = to_wake_.exchange(0);
+  if (more + 1 >= threads_.size()) {
+    posted_.notify_all();  // one system call for every sleeping thread
+  } else {
+    for (unsigned woken = 0; woken < more; ++woken) posted_.notify_one();
   }
 }
 
@@ -101,6 +108,7 @@ void ParallelCopy::serve() {
     posted_.wait(seen);
     seen = posted_.load();
     if (stopping_.load()) return;
+    if (to_wake_.load() != 0) wake_the_others();
     take_slices();
   }
 }

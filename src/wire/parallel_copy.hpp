@@ -13,10 +13,12 @@
 //
 // Why not a thread pool's queue (asio's thread_pool, as first built): posting a slice to each
 // thread wakes the threads one after another, a system call each, and the last one starts its
-// slice that much later. Here one call wakes them all at once, and each thread, the caller's
-// too, takes the next slice not yet taken until none is left: a thread that wakes late finds
-// its share copied by those that woke first. On the H100 machine a side's copy in a call went
-// from 0.20-0.23 ms to 0.15-0.17 (bench/results/h100-2026-12-06-copy-wake).
+// slice that much later. Here the caller wakes one thread, which wakes the rest with one call,
+// and each thread, the caller's too, takes the next slice not yet taken until none is left: a
+// thread that wakes late finds its share copied by those that woke first. On the H100 machine
+// a side's copy in a call went from 0.20-0.23 ms to 0.15-0.17 with all woken by the caller
+// (bench/results/h100-2026-12-06-copy-wake); waking them cost the caller 0.04 ms, hence the
+// relay.
 //
 //   ParallelCopy copy(3);                        // three threads besides the caller's
 //   copy.copy(destination, source, size, 8);     // eight slices, taken by whoever is free
@@ -71,9 +73,10 @@ class ParallelCopy {
   static ParallelCopy& of_this_process(unsigned helpers);
 
  private:
-  void serve();        // a helper thread: sleeps until a copy is posted, takes slices of it
-  void take_slices();  // copies slices until none is left untaken
-  void all_copied();   // by the last slice's thread: tells notify_fd_, then finish()
+  void serve();            // a helper thread: sleeps until a copy is posted, takes slices of it
+  void take_slices();      // copies slices until none is left untaken
+  void all_copied();       // by the last slice's thread: tells notify_fd_, then finish()
+  void wake_the_others();  // by the first thread a copy wakes
 
   // One copy at a time, from start() until finish() returns: the fields below describe it.
   std::atomic<bool> in_flight_{false};
@@ -91,6 +94,7 @@ class ParallelCopy {
   std::atomic<std::uint32_t> left_{0};    // slices taken by nobody or not yet copied
   std::atomic<bool> copied_{false};       // every slice copied and notify_fd_ told
   std::atomic<std::uint32_t> posted_{0};  // bumped for each copy: the threads wait on it
+  std::atomic<unsigned> to_wake_{0};      // threads the first one woken wakes in its turn
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
 };

@@ -27,7 +27,8 @@ def fd_count():
 def library(monkeypatch):
     """The build's copy library on four threads (this suite imports the runtime from the source
     tree, which has none)."""
-    path = Path(os.environ["ISOHOST_BINARY"]).resolve().parent / "python" / parallel_copy.LIBRARY_NAME
+    build = Path(os.environ["ISOHOST_BINARY"]).resolve().parent
+    path = build / "python" / parallel_copy.LIBRARY_NAME
     assert path.exists(), "build the copy library first (make build): %s" % path
     monkeypatch.setattr(parallel_copy, "_loaded", [parallel_copy._load(str(path))])
     monkeypatch.setattr(parallel_copy, "_native", (os.getpid(), 4))
@@ -83,6 +84,17 @@ def test_a_tensor_copied_into_a_spare_is_sent_before_its_copy_and_arrives_whole(
             values.decode(reply.description, [os.dup(fd) for fd in reply.fds])
     values.drop_spares()
     assert fd_count() <= before
+
+
+def test_a_small_tensor_is_copied_before_its_frame_goes(library):
+    """Under PIPELINED_MIN (a 256x192 IMAGE) the pipe would cost more than the overlap saves."""
+    peer = Peer()
+    small = torch.ones(192, 256, 3)
+    spare_for(peer, small)
+    description, fds = send((small,), peer)
+    assert "ready" not in description and len(fds) == 1
+    got, = values.decode(description, fds, peer)
+    assert torch.equal(got, small)
 
 
 def test_only_cpu_tensors_copy_late():
