@@ -27,12 +27,17 @@ ParallelCopy::~ParallelCopy() {
 
 void ParallelCopy::copy(std::byte* destination, const std::byte* source, std::size_t size,
                         unsigned slices) {
-  start(destination, source, size, slices);
+  post(destination, source, size, slices, -1, true);
   finish();
 }
 
 void ParallelCopy::start(std::byte* destination, const std::byte* source, std::size_t size,
                          unsigned slices, int notify_fd) {
+  post(destination, source, size, slices, notify_fd, false);
+}
+
+void ParallelCopy::post(std::byte* destination, const std::byte* source, std::size_t size,
+                        unsigned slices, int notify_fd, bool caller_copies) {
   for (bool busy = false; !in_flight_.compare_exchange_weak(busy, true); busy = false) {
     in_flight_.wait(true);
   }
@@ -51,10 +56,12 @@ void ParallelCopy::start(std::byte* destination, const std::byte* source, std::s
     all_copied();
     return;
   }
-  if (!threads_.empty()) {
-    // The caller wakes one thread, and that one the others: waking sixteen took the caller
-    // 0.04 ms on the H100 machine, in the way of the frame it sends next.
-    to_wake_.store(std::min<std::size_t>(slices, threads_.size()) - 1);
+  // The caller wakes one thread, and that one the others: waking sixteen took the caller
+  // 0.04 ms on the H100 machine, in the way of the frame it sends next.
+  const std::size_t wanted =
+      std::min<std::size_t>(slices - (caller_copies ? 1 : 0), threads_.size());
+  if (wanted > 0) {
+    to_wake_.store(wanted - 1);
     posted_.fetch_add(1);
     posted_.notify_one();
   }

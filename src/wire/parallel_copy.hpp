@@ -73,6 +73,9 @@ class ParallelCopy {
   static ParallelCopy& of_this_process(unsigned helpers);
 
  private:
+  // start(), for copy() too, where the caller takes a slice at once (one thread fewer woken).
+  void post(std::byte* destination, const std::byte* source, std::size_t size, unsigned slices,
+            int notify_fd, bool caller_copies);
   void serve();            // a helper thread: sleeps until a copy is posted, takes slices of it
   void take_slices();      // copies slices until none is left untaken
   void all_copied();       // by the last slice's thread: tells notify_fd_, then finish()
