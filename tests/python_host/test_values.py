@@ -111,6 +111,33 @@ def test_torch_cpu_tensors(host, dtype):
     assert torch.equal(result, t)
 
 
+def test_a_large_tensor_sent_again_is_copied_while_its_frame_travels(host, monkeypatch):
+    """From its second crossing a 12 MiB tensor goes into a spare, and its frame goes before
+    the copy is done, both ways ("ready", docs/protocol.md): what arrives is still whole."""
+    from isohost_worker import values
+
+    said_ready = {"sent": 0, "received": 0}
+    encode, decode = values.encode, values.decode
+
+    def recording_encode(value, peer=None, pipelined=False):
+        encoded = encode(value, peer, pipelined)
+        said_ready["sent"] += encoded.description.get("ready", False)
+        return encoded
+
+    def recording_decode(description, fds, peer=None):
+        said_ready["received"] += description.get("ready", False)
+        return decode(description, fds, peer)
+
+    monkeypatch.setattr(values, "encode", recording_encode)
+    monkeypatch.setattr(values, "decode", recording_decode)
+    for round_ in range(12):
+        image = torch.full((1024, 1024, 3), float(round_)) + torch.arange(3.0)
+        result = host.call("w", "isohost_value_funcs:scale", image, 2.0)
+        assert torch.equal(result, image * 2), "round %d" % round_
+        del result
+    assert said_ready["sent"] >= 10 and said_ready["received"] >= 10, said_ready
+
+
 def test_torch_views_scalars_grad_and_empty(host):
     base = torch.arange(600_000, dtype=torch.float32).reshape(600, 1000)
     complex_base = base.view(torch.complex64)

@@ -1,6 +1,7 @@
 """A large CPU tensor's last copy running while its frame travels (values.encode(pipelined=True),
 docs/protocol.md, "Values": `ready`), on libisohost_copy.so's threads as a build puts it beside
-the runtime, in this process and through a real worker."""
+the runtime, in this process; tests/python_host/test_values.py carries it through a real
+worker both ways."""
 
 import gc
 import os
