@@ -30,6 +30,8 @@ import math
 import mmap
 import os
 import pickle
+import select
+import stat
 import sys
 import threading
 import warnings
@@ -255,9 +257,6 @@ def _wait_ready(fd, nbytes):
     """Returns once the sender's copy threads said, on the pipe `fd`, that every byte is there;
     DecodeError if the pipe is no pipe, says something else, closes first (its sender ended
     before its copy was done) or stays silent past the timeout."""
-    import select
-    import stat
-
     try:
         is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
     except OSError as e:

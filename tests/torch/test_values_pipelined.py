@@ -4,6 +4,7 @@ the runtime, in this process; tests/python_host/test_values.py carries it throug
 worker both ways."""
 
 import gc
+import io
 import os
 import threading
 from pathlib import Path
@@ -101,7 +102,7 @@ def test_a_small_tensor_is_copied_before_its_frame_goes(library):
 def test_only_cpu_tensors_copy_late():
     """bytes are copied out as they are unpickled, before the receiver could wait: never late."""
     sink = values._BufferSink(pipelined=True)
-    values._Pickler(__import__("io").BytesIO(), sink).dump((b"x" * MIB, torch.ones(MIB)))
+    values._Pickler(io.BytesIO(), sink).dump((b"x" * MIB, torch.ones(MIB)))
     tensor_buffers = len(sink.deferrable)
     sink.close()
     assert tensor_buffers == 1
