@@ -81,10 +81,20 @@ def test_a_bad_thread_count_warns_by_name_and_copies_with_the_default():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             count = parallel_copy._threads_here().count
-        assert count == max(1, min(parallel_copy.MAX_THREADS, len(os.sched_getaffinity(0))))
+        assert count == parallel_copy.default_count(len(os.sched_getaffinity(0)),
+                                                     parallel_copy.MAX_THREADS)
         print(caught[0].message)
     """, ISOHOST_COPY_THREADS="lots")
     assert "ISOHOST_COPY_THREADS='lots' is not a whole number of threads" in done.stdout
+
+
+def test_by_default_a_quarter_of_the_cpus_is_left_to_what_runs_beside_a_copy():
+    sys.path.insert(0, str(PACKAGE_PARENT))
+    from isohost_worker import parallel_copy
+
+    counts = {cpus: parallel_copy.default_count(cpus, 16) for cpus in (1, 2, 3, 4, 8, 16, 64)}
+    assert counts == {1: 1, 2: 2, 3: 3, 4: 3, 8: 6, 16: 12, 64: 16}
+    assert parallel_copy.default_count(16, parallel_copy.MAX_THREADS) == 4
 
 
 def test_an_exception_raised_in_the_caller_mid_copy_waits_for_every_slice():
