@@ -89,8 +89,7 @@ def test_a_bad_thread_count_warns_by_name_and_copies_with_the_default():
 
 
 def test_by_default_a_quarter_of_the_cpus_is_left_to_what_runs_beside_a_copy():
-    sys.path.insert(0, str(PACKAGE_PARENT))
-    from isohost_worker import parallel_copy
+    from isohost_worker import parallel_copy  # pure arithmetic: no thread starts here
 
     counts = {cpus: parallel_copy.default_count(cpus, 16) for cpus in (1, 2, 3, 4, 8, 16, 64)}
     assert counts == {1: 1, 2: 2, 3: 3, 4: 3, 8: 6, 16: 12, 64: 16}
