@@ -11,6 +11,7 @@ alone where not."""
 
 import keyword
 import logging
+import os
 
 import comfy.model_management
 
@@ -108,6 +109,30 @@ def _raise_interrupted():
     raise comfy.model_management.InterruptProcessingException()
 
 
+class _StandInType(type):
+    """The stand-ins' type. ComfyUI names the module of each class a custom node module
+    registers (RELATIVE_PYTHON_MODULE, /object_info's `python_module`: the frontend's badge and
+    the node library's grouping by pack) by assigning it as it loads the module, here the
+    adapter; a stand-in keeps the name ComfyUI gives its pack loaded in process instead."""
+
+    @property
+    def RELATIVE_PYTHON_MODULE(cls):
+        return cls.ISOHOST_PYTHON_MODULE
+
+    @RELATIVE_PYTHON_MODULE.setter
+    def RELATIVE_PYTHON_MODULE(cls, adapter_module):
+        pass  # the adapter's name: not the pack's
+
+
+def pack_module(pack_dir):
+    """What ComfyUI names a custom node pack's module (nodes.load_custom_node): its directory's
+    name, or its file's without the suffix, under custom_nodes."""
+    base = os.path.basename(os.path.normpath(str(pack_dir)))
+    if os.path.isfile(pack_dir):
+        base = os.path.splitext(base)[0]
+    return "custom_nodes." + base
+
+
 def make(runner, env, pack_dir, name, description):
     """The stand-in class for node `name` of the pack at `pack_dir`."""
     input_types = _input_types(description["input_types"], description.get("schema") == "v3")
@@ -117,6 +142,7 @@ def make(runner, env, pack_dir, name, description):
         "FUNCTION": "run_isolated",
         "ISOHOST_ENV": env,
         "ISOHOST_PACK": pack_dir,
+        "ISOHOST_PYTHON_MODULE": pack_module(pack_dir),
         "__doc__": "%s, run in isohost environment '%s'" % (name, env),
     }
     for key in _PLAIN:
@@ -161,7 +187,7 @@ def make(runner, env, pack_dir, name, description):
     if description.get("validate_inputs"):
         attrs["VALIDATE_INPUTS"] = _validate_inputs(runner, env, pack_dir, name,
                                                     description["validate_inputs"])
-    return type(name if name.isidentifier() else "IsolatedNode", (), attrs)
+    return _StandInType(name if name.isidentifier() else "IsolatedNode", (), attrs)
 
 
 def _validate_inputs(runner, env, pack_dir, name, parameters):

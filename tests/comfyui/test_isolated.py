@@ -74,7 +74,10 @@ def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_p
                     "output_tooltips", "category", "output_node", "display_name",
                     "description"):
             assert mine[name].get(key) == theirs[name].get(key), (name, key)
-        assert "isohost_comfyui" in mine[name]["python_module"]
+        # The pack's module, as in process (the frontend's badge), not the adapter's.
+        assert mine[name]["python_module"] == theirs[name]["python_module"], name
+        assert mine[name]["python_module"] in ("custom_nodes.isohost_test_nodes",
+                                               "custom_nodes.isohost_schema_pack"), name
     # Inputs in their declared order, not sorted (ComfyUI draws them in this order).
     assert mine["ProgressLoopIsohost"]["input_order"]["required"] == ["steps",
                                                                       "seconds_per_step"]
