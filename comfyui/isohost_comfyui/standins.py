@@ -124,7 +124,7 @@ class _StandInType(type):
         pass  # the adapter's name: not the pack's
 
 
-def pack_module(pack_dir):
+def _pack_module(pack_dir):
     """What ComfyUI names a custom node pack's module (nodes.load_custom_node): its directory's
     name, or its file's without the suffix, under custom_nodes."""
     base = os.path.basename(os.path.normpath(str(pack_dir)))
@@ -142,7 +142,7 @@ def make(runner, env, pack_dir, name, description):
         "FUNCTION": "run_isolated",
         "ISOHOST_ENV": env,
         "ISOHOST_PACK": pack_dir,
-        "ISOHOST_PYTHON_MODULE": pack_module(pack_dir),
+        "ISOHOST_PYTHON_MODULE": _pack_module(pack_dir),
         "__doc__": "%s, run in isohost environment '%s'" % (name, env),
     }
     for key in _PLAIN:
