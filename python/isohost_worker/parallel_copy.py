@@ -278,9 +278,8 @@ def _configured_count(most):
 def default_count(cpus, most):
     """How many threads copy where ISOHOST_COPY_THREADS does not say: three of every four CPUs,
     at most `most`. The copy of a call's value runs while the other process reads the frame and
-    decodes it, and the host's loop passes it on: on the H100 machine's 16 CPUs, an isolated
-    node took 1.52 ms with sixteen copy threads, 1.30-1.37 with twelve, 1.30 with fourteen and
-    1.41 with ten (bench/results/h100-2026-12-07-copy-threads)."""
+    decodes it, and the host's loop passes it on: those need cores too (docs/python-api.md,
+    bench/results/h100-2026-12-07-copy-threads)."""
     return max(1, min(most, cpus - cpus // 4))
 
 
