@@ -7,11 +7,9 @@
 #include <cstring>
 #include <system_error>
 
-#include "wire/cache_demote.hpp"
-
 namespace isohost::wire {
 
-ParallelCopy::ParallelCopy(unsigned helpers, bool demote) : demote_(demote) {
+ParallelCopy::ParallelCopy(unsigned helpers) {
   threads_.reserve(helpers);
   try {
     for (unsigned index = 0; index < helpers; ++index) threads_.emplace_back([this] { serve(); });
@@ -86,28 +84,13 @@ void ParallelCopy::finish() {
   in_flight_.notify_one();
 }
 
-void ParallelCopy::copy_slice(std::byte* destination, const std::byte* source,
-                              std::size_t size) const {
-  if (!demote_) {
-    std::memcpy(destination, source, size);
-    return;
-  }
-  // In pieces that stay in this core's L1 until they are demoted.
-  constexpr std::size_t kPiece = std::size_t{16} << 10U;
-  for (std::size_t done = 0; done < size; done += kPiece) {
-    const std::size_t piece = std::min(kPiece, size - done);
-    std::memcpy(destination + done, source + done, piece);
-    demote_to_shared_cache(destination + done, piece);
-  }
-}
-
 void ParallelCopy::take_slices() {
   for (;;) {
     const std::uint64_t taken = slices_.fetch_add(1);
     const auto index = static_cast<std::uint32_t>(taken);
     if (index >= static_cast<std::uint32_t>(taken >> 32U)) return;
     const std::size_t begin = index * step_;
-    copy_slice(destination_ + begin, source_ + begin, std::min(step_, size_ - begin));
+    std::memcpy(destination_ + begin, source_ + begin, std::min(step_, size_ - begin));
     if (left_.fetch_sub(1) == 1) all_copied();
   }
 }

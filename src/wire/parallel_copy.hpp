@@ -40,15 +40,11 @@
 #include <thread>
 #include <vector>
 
-#include "wire/cache_demote.hpp"
-
 namespace isohost::wire {
 
 class ParallelCopy {
  public:
-  // `demote`: each slice's lines are demoted to the shared cache as they are written
-  // (wire/cache_demote.hpp), for a reader on other cores.
-  explicit ParallelCopy(unsigned helpers, bool demote = cache_demote_enabled());
+  explicit ParallelCopy(unsigned helpers);
   ~ParallelCopy();  // stops and joins the threads; no copy may be in flight
   ParallelCopy(const ParallelCopy&) = delete;
   ParallelCopy& operator=(const ParallelCopy&) = delete;
@@ -80,10 +76,8 @@ class ParallelCopy {
   // start(), for copy() too, where the caller takes a slice at once (one thread fewer woken).
   void post(std::byte* destination, const std::byte* source, std::size_t size, unsigned slices,
             int notify_fd, bool caller_copies);
-  void serve();        // a helper thread: sleeps until a copy is posted, takes slices of it
-  void take_slices();  // copies slices until none is left untaken
-  // One slice, its lines demoted to the shared cache as they are written where demote_ says.
-  void copy_slice(std::byte* destination, const std::byte* source, std::size_t size) const;
+  void serve();            // a helper thread: sleeps until a copy is posted, takes slices of it
+  void take_slices();      // copies slices until none is left untaken
   void all_copied();       // by the last slice's thread: tells notify_fd_, then finish()
   void wake_the_others();  // by the first thread a copy wakes
 
@@ -105,7 +99,6 @@ class ParallelCopy {
   std::atomic<std::uint32_t> posted_{0};  // bumped for each copy: the threads wait on it
   std::atomic<unsigned> to_wake_{0};      // threads the first one woken wakes in its turn
   std::atomic<bool> stopping_{false};
-  const bool demote_;
   std::vector<std::thread> threads_;
 };
 

@@ -33,20 +33,6 @@ TEST(ParallelCopy, EverySliceIsCopiedWhateverTheSizeAndSliceCount) {
   }
 }
 
-// Demoting is a hint that changes no byte (a no-op where the CPU lacks CLDEMOTE); what is
-// checked here is the copy in pieces: slices that end mid-piece and mid-line.
-TEST(ParallelCopy, DemotingCopiesEveryByteOfEverySlice) {
-  ParallelCopy copy(3, true);
-  for (const std::size_t size :
-       {std::size_t{1}, std::size_t{(16 << 10) + 65}, std::size_t{(3 << 20) + 5}}) {
-    const auto source = pattern(size, 7);
-    std::vector<std::byte> destination(size + 1, std::byte{0xEE});
-    copy.copy(destination.data(), source.data(), size, 7);
-    EXPECT_TRUE(std::equal(source.begin(), source.end(), destination.begin())) << size;
-    EXPECT_EQ(destination[size], std::byte{0xEE}) << "nothing past the end";
-  }
-}
-
 TEST(ParallelCopy, CallersOnSeveralThreadsShareTheThreads) {
   ParallelCopy copy(2);
   constexpr std::size_t kSize = 3 << 20;
