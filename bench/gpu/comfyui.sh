@@ -4,8 +4,8 @@
 # comfyui` (on this machine's quiet cores). ComfyUI's packages that the machine lacks travel as
 # wheels in .whl/ (docs/comfyui.md, "On the GPU"); the fixtures and the isohost package built for
 # its python3 under .gpu/ (bench/gpu/prepare.sh). Usage: bench/gpu/comfyui.sh BINARY OUT_DIR [bench]
-# (bench: the benchmark alone, about 3 minutes; node-ab: bench/gpu/copy_probe.py and
-# bench/gpu/node_ab.py, an isolated node's copies one thread against several, about 4 minutes)
+# (bench: the benchmark alone, about 3 minutes; node-ab: bench/gpu/copy_probe.py,
+# bench/comfyui/omp_wait_probe.py and bench/gpu/node_ab.py, about 4 minutes)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=$1 out=$2
@@ -16,6 +16,7 @@ export ISOHOST_COMFY_PYTHON=python3 ISOHOST_PACK_PYTHON=python3 ISOHOST_COMFY_DE
   ISOHOST_COMFYUI_FIXTURES=$PWD/.gpu/comfyui ISOHOST_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
 if [ "${3:-}" = node-ab ]; then
   python3 bench/gpu/copy_probe.py 2>&1 | tee "$out/copy-probe.txt"
+  timeout 60 python3 bench/comfyui/omp_wait_probe.py 2>&1 | tee "$out/omp-wait-probe.txt"
   ISOHOST_COMFY_DEVICE=cpu PYTHONPATH=/tmp/isohost-site timeout 420 python3 bench/gpu/node_ab.py \
     ${NODE_AB_ROUNDS:-3} 300 ${NODE_AB_SETTINGS:-one-thread=ISOHOST_COPY_THREADS=1 default=} 2>&1 | tee "$out/node-ab.txt"
   exit 0

@@ -1,0 +1,55 @@
+"""How long one torch operation takes after a pause, under libgomp's wait policies (issue 12).
+
+An isolated node runs slower in its worker than in process. ComfyUI's workers get
+OMP_WAIT_POLICY=PASSIVE (docs/comfyui.md): torch's threads sleep as soon as an operation is
+done, so a node's first operation wakes them; in process they still spin from the one before.
+This times `1.0 - image` on a 1024x1024 IMAGE (12 MiB), back to back and after a pause like the
+one between two nodes, in a fresh interpreter per policy:
+
+    python3 bench/comfyui/omp_wait_probe.py [SAMPLES]
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+POLICIES = {"default (spin, then sleep)": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+            "one thread": {"OMP_NUM_THREADS": "1"}}
+PAUSES_MS = (0.0, 1.0)
+
+
+def measure(samples):
+    import torch
+
+    image = torch.rand(1, 1024, 1024, 3)
+    for pause in PAUSES_MS:
+        times = []
+        for _ in range(samples):
+            if pause:
+                time.sleep(pause / 1000)
+            start = time.perf_counter()
+            out = 1.0 - image
+            times.append((time.perf_counter() - start) * 1000)
+            del out
+        print("%.3f" % statistics.median(times[samples // 10:]), end=" ")
+    print(torch.get_num_threads())
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        measure(int(sys.argv[2]))
+        return
+    samples = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    print("%-28s %s  threads" % ("policy", "  ".join("pause %.0f ms" % p for p in PAUSES_MS)))
+    for name, variables in POLICIES.items():
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+        env.update(variables)
+        out = subprocess.run([sys.executable, __file__, "--one", str(samples)], env=env,
+                             check=True, capture_output=True, text=True).stdout.split()
+        print("%-28s %s  %s" % (name, "  ".join("%10s ms" % v for v in out[:-1]), out[-1]))
+
+
+if __name__ == "__main__":
+    main()
