@@ -130,7 +130,8 @@ void add_control_commands(CLI::App& app, Commands& commands) {
     auto* sub = app.add_subcommand(op, help);
     sub->add_option("--socket", options->socket, "control socket of a running host")->required();
     sub->add_option("env", options->env, "environment name")->required();
-    commands.emplace_back(sub, [options, op] {
+    // `op = op`: clang before 16 (clang-tidy's on Debian 12) cannot capture a structured binding.
+    commands.emplace_back(sub, [options, op = op] {
       const auto answer = ask(options->socket, {{"op", op}, {"env", options->env}});
       std::cout << answer.dump() << std::endl;
       // hibernate, sleep and wake that did not happen say why, and fail, so scripts can tell.
