@@ -22,7 +22,6 @@ bin=.gpu/isohost
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
   nproc; uname -r; free -g | head -2
   lscpu | grep -E '^(Model name|Model|L2 cache|L3 cache):'
-  echo "cldemote: $(grep -qw cldemote /proc/cpuinfo && echo yes || echo no)"
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 if [ "${1:-}" != sleep ] && [ "${1:-}" != comfyui ] && [ "${1:-}" != comfyui-bench ] &&
