@@ -4,7 +4,8 @@ An isolated node runs slower in its worker than in process. ComfyUI's workers ge
 OMP_WAIT_POLICY=PASSIVE (docs/comfyui.md): torch's threads sleep as soon as an operation is
 done, so a node's first operation wakes them; in process they still spin from the one before.
 This times `1.0 - image` on a 1024x1024 IMAGE (12 MiB), back to back and after a pause like the
-one between two nodes, in a fresh interpreter per policy:
+one between two nodes, in a fresh interpreter per policy; each figure beside the limit, the
+default policy's back to back (what `bench comfyui`'s in-process figure measures), and the ratio:
 
     python3 bench/comfyui/omp_wait_probe.py [SAMPLES]
 """
@@ -42,13 +43,20 @@ def main():
         measure(int(sys.argv[2]))
         return
     samples = int(sys.argv[1]) if len(sys.argv) > 1 else 400
-    print("%-28s %s  threads" % ("policy", "  ".join("pause %.0f ms" % p for p in PAUSES_MS)))
+    rows = []
     for name, variables in POLICIES.items():
         env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
         env.update(variables)
         out = subprocess.run([sys.executable, __file__, "--one", str(samples)], env=env,
                              check=True, capture_output=True, text=True).stdout.split()
-        print("%-28s %s  %s" % (name, "  ".join("%10s ms" % v for v in out[:-1]), out[-1]))
+        rows.append((name, [float(v) for v in out[:-1]], out[-1]))
+    limit = rows[0][1][0]
+    print("%-28s %s  threads  (limit: %s back to back, %.3f ms)" % (
+        "policy", "  ".join("%-20s" % ("pause %.0f ms (ratio)" % p) for p in PAUSES_MS),
+        rows[0][0], limit))
+    for name, figures, threads in rows:
+        print("%-28s %s  %s" % (name, "  ".join(
+            "%-20s" % ("%.3f ms (%.2f)" % (f, f / limit)) for f in figures), threads))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ real one's parameter names, since ComfyUI passes only the inputs it names. IS_CH
 worker's answer where the real class has one, with held.py's token beside it, and the token
 alone where not."""
 
+import functools
 import keyword
 import logging
 import os
@@ -124,6 +125,7 @@ class _StandInType(type):
         pass  # the adapter's name: not the pack's
 
 
+@functools.lru_cache(maxsize=None)  # once per pack, not once per node: it stats the pack
 def _pack_module(pack_dir):
     """What ComfyUI names a custom node pack's module (nodes.load_custom_node): its directory's
     name, or its file's without the suffix, under custom_nodes."""
