@@ -13,9 +13,22 @@ beside the operation back to back; "op + wake's cost" adds what the wake added t
 
 Needs a C compiler (spin.c, built into a temporary directory) and torch built with libgomp.
 """
-import atexit, ctypes, os, shutil, statistics, subprocess, sys, tempfile, time
+import atexit
+import ctypes
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
 import torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+MODES = ("plain", "sleep-team", "spin-team", "yield-team")
+ROUNDS = 3
+PAUSE_SECONDS = 0.001
 
 
 def build_spin():
@@ -26,49 +39,88 @@ def build_spin():
                    check=True)
     return library
 
-def gomp():
-    for line in open("/proc/self/maps"):
-        if "libgomp" in line:
-            return ctypes.CDLL(line.split()[-1])
-g = gomp()
-spin = ctypes.CDLL(build_spin())
-libc = ctypes.CDLL(None)
-fns = {"sleep-team": ctypes.cast(libc.free, ctypes.c_void_p).value,
-       "spin-team": ctypes.cast(spin.spin_until, ctypes.c_void_p).value,
-       "yield-team": ctypes.cast(spin.spin_yield_until, ctypes.c_void_p).value}
-g.GOMP_parallel_start.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
-g.GOMP_parallel_start.restype = None
-g.GOMP_parallel_end.restype = None
-image = torch.rand(1, 1024, 1024, 3)
-n = torch.get_num_threads()
-DECODE_US = float(sys.argv[2]) if len(sys.argv) > 2 else 140
-def busy(us):
-    end = time.perf_counter() + us / 1e6
-    while time.perf_counter() < end: pass
-flag = ctypes.c_int(0)
-def sample(mode, pause):
-    if pause: time.sleep(pause)
-    s0 = time.perf_counter()
+
+def loaded_libgomp():
+    """The libgomp that torch's operations use: the one loaded in this process."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "libgomp" in line:
+                return ctypes.CDLL(line.split()[-1])
+    sys.exit("torch here does not use libgomp")
+
+
+class Team:
+    """Wakes torch's thread team before a stretch of work and joins it after."""
+
+    def __init__(self):
+        self.gomp = loaded_libgomp()
+        self.gomp.GOMP_parallel_start.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
+        self.gomp.GOMP_parallel_start.restype = None
+        self.gomp.GOMP_parallel_end.restype = None
+        spin = ctypes.CDLL(build_spin())
+        address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+        self.flag = ctypes.c_int(0)
+        # What each woken thread runs: free(NULL) returns at once; the others wait for the flag.
+        self.runs = {"sleep-team": (address(ctypes.CDLL(None).free), None),
+                     "spin-team": (address(spin.spin_until), ctypes.addressof(self.flag)),
+                     "yield-team": (address(spin.spin_yield_until), ctypes.addressof(self.flag))}
+        self.threads = torch.get_num_threads()
+
+    def wake(self, mode):
+        self.flag.value = 0
+        function, argument = self.runs[mode]
+        self.gomp.GOMP_parallel_start(function, argument, self.threads)
+
+    def join(self):
+        self.flag.value = 1
+        self.gomp.GOMP_parallel_end()
+
+
+def busy(microseconds):
+    end = time.perf_counter() + microseconds / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
+def sample(team, image, mode, pause, decode_us):
+    """(the operation, the operation and what waking added to the decoding), in ms."""
+    if pause:
+        time.sleep(pause)
+    start = time.perf_counter()
     if mode != "plain":
-        flag.value = 0
-        g.GOMP_parallel_start(fns[mode], None if mode == "sleep-team" else ctypes.addressof(flag), n)
-    busy(DECODE_US)
+        team.wake(mode)
+    busy(decode_us)
     if mode != "plain":
-        flag.value = 1
-        g.GOMP_parallel_end()
-    s = time.perf_counter()
+        team.join()
+    op_start = time.perf_counter()
     out = 1.0 - image
-    e = time.perf_counter()
+    end = time.perf_counter()
     del out
-    return (e - s) * 1000, (e - s0) * 1000 - DECODE_US / 1000
-samples = int(sys.argv[1]) if len(sys.argv) > 1 else 300
-res = {}
-modes = ["plain", "sleep-team", "spin-team", "yield-team"]
-for r in range(3):
-    for mode in modes:
-        rows = [sample(mode, 0.001) for _ in range(samples)]
-        res.setdefault(mode, []).append((statistics.median(x[0] for x in rows[samples // 10:]), statistics.median(x[1] for x in rows[samples // 10:])))
-b2b = statistics.median([sample("plain", 0)[0] for _ in range(samples)][samples // 10:])
-print("threads %d, policy %s, decode stand-in %.0f us; limit: the operation back to back %.3f ms" % (n, os.environ.get("OMP_WAIT_POLICY", "default"), DECODE_US, b2b))
-for mode in modes:
-    print("%-11s after 1 ms: op %s ms; op + wake's cost %s" % (mode, " ".join("%.3f" % x[0] for x in res[mode]), " ".join("%.3f" % x[1] for x in res[mode])))
+    return (end - op_start) * 1000, (end - start) * 1000 - decode_us / 1000
+
+
+def main():
+    samples = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+    decode_us = float(sys.argv[2]) if len(sys.argv) > 2 else 140
+    team = Team()
+    image = torch.rand(1, 1024, 1024, 3)
+    kept = slice(samples // 10, None)
+    figures = {mode: [] for mode in MODES}
+    for _ in range(ROUNDS):
+        for mode in MODES:
+            rows = [sample(team, image, mode, PAUSE_SECONDS, decode_us) for _ in range(samples)]
+            figures[mode].append(tuple(statistics.median(row[i] for row in rows[kept])
+                                       for i in (0, 1)))
+    back_to_back = statistics.median(
+        [sample(team, image, "plain", 0, decode_us)[0] for _ in range(samples)][kept])
+    print("threads %d, policy %s, decode stand-in %.0f us; limit: the operation back to back "
+          "%.3f ms" % (team.threads, os.environ.get("OMP_WAIT_POLICY", "default"), decode_us,
+                       back_to_back))
+    for mode in MODES:
+        print("%-11s after 1 ms: op %s ms; op + wake's cost %s" % (
+            mode, " ".join("%.3f" % f[0] for f in figures[mode]),
+            " ".join("%.3f" % f[1] for f in figures[mode])))
+
+
+if __name__ == "__main__":
+    main()
