@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <exception>
 #include <set>
 
 #include <asio/streambuf.hpp>
@@ -180,7 +181,15 @@ ControlServer::ControlServer(pool::Pool& pool, std::string socket_path)
   }
 }
 
-ControlServer::~ControlServer() { stop(); }
+// stop() cancels the retry timer with asio's cancel(), which throws only where the reactor
+// fails; a destructor must not throw, so such a failure is logged instead.
+ControlServer::~ControlServer() {
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    spdlog::error("control: stopping the server on '{}': {}", path_, e.what());
+  }
+}
 
 void ControlServer::start() { accept(); }
 
