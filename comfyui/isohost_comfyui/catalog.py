@@ -14,7 +14,7 @@ import json
 import logging
 import os
 
-FORMAT = 6
+FORMAT = 7
 
 
 def fingerprint(pack_dir, env_config):

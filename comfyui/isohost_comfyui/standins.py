@@ -137,7 +137,9 @@ def _pack_module(pack_dir):
 
 def make(runner, env, pack_dir, name, description):
     """The stand-in class for node `name` of the pack at `pack_dir`."""
-    input_types = _input_types(description["input_types"], description.get("schema") == "v3")
+    description = _with_wildcards(description)
+    input_types = _input_types(description["input_types"], description.get("schema") == "v3",
+                               description.get("open_inputs") or {})
     file_lists = description.get("file_lists") or {}
     attrs = {
         "INPUT_TYPES": classmethod(lambda cls: _with_file_lists(_copy(input_types), file_lists)),
@@ -158,6 +160,11 @@ def make(runner, env, pack_dir, name, description):
     output_is_list = [bool(flag) for flag in attrs.get("OUTPUT_IS_LIST", ())][:outputs]
     output_is_list += [False] * (outputs - len(output_is_list))
 
+    # The hidden inputs a node may change for the nodes after it (a seed node writing the seed
+    # it used into the prompt that SaveImage embeds): they come back from the worker.
+    written_back = [key for key, spec in (input_types.get("hidden") or {}).items()
+                    if spec in _SHARED_HIDDEN]
+
     def run_isolated(self, **inputs):
         # As (name, value) items, in the order ComfyUI passed them.
         items = runner.held.inputs_for(env, list(inputs.items()))
@@ -166,9 +173,15 @@ def make(runner, env, pack_dir, name, description):
         keep = (runner.held.keep_modes(env, prompt_id, node_id, output_is_list)
                 if runner.keep_outputs else None)
         live = runner.live_nodes.for_call(env, prompt_id)
+        hidden = [key for key in written_back if isinstance(inputs.get(key), dict)]
         result = runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
                              items, live=live, keep=keep, drop=runner.held.let_go_since(env),
-                             prompt=None if live is None else objects.prompt_state(prompt_id))
+                             prompt=None if live is None else objects.prompt_state(prompt_id),
+                             graph_prefix=_graph_prefix(), hidden_back=hidden or None)
+        if hidden:
+            result, changed = result["result"], result["hidden"]
+            for key in hidden:
+                _update_in_place(inputs[key], changed[key])
         return runner.held.wrap(env, name, result, output_is_list)
 
     attrs["run_isolated"] = run_isolated
@@ -206,18 +219,66 @@ def _validate_inputs(runner, env, pack_dir, name, parameters):
     return classmethod(scope["VALIDATE_INPUTS"])
 
 
-def _input_types(described, class_based):
-    """INPUT_TYPES as the real class returns it: each input's spec a tuple (type, options)."""
+def _input_types(described, class_based, open_inputs):
+    """INPUT_TYPES as the real class returns it: each input's spec a tuple (type, options), and
+    a category that takes inputs of any name taking them (_OpenInputs)."""
     out = {}
     for category, inputs in described.items():
         if isinstance(inputs, dict):
             out[category] = {k: tuple(v) if isinstance(v, list) else v for k, v in inputs.items()}
+            if category in open_inputs:
+                spec = open_inputs[category]
+                out[category] = _OpenInputs(out[category],
+                                            tuple(spec) if isinstance(spec, list) else spec)
         else:
             out[category] = inputs
     if class_based and isinstance(out.get("hidden"), dict):
         out["hidden"] = {k: _HiddenSpec(v) if isinstance(v, tuple) else v
                          for k, v in out["hidden"].items()}
     return out
+
+
+class _Wildcard(str):
+    """A type that matches every other (scan.WILDCARD), as the real node's did: ComfyUI's
+    validation asks `received != expected`, and Python asks a str subclass on either side."""
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+_WILDCARD = "isohost_wildcard"  # isohost_comfy_worker.scan.WILDCARD, which the host cannot import
+
+
+def _with_wildcards(value):
+    """`value` (a description, or part of one) with each {WILDCARD: name} a _Wildcard again."""
+    if isinstance(value, dict):
+        if len(value) == 1 and _WILDCARD in value:
+            return _Wildcard(value[_WILDCARD])
+        return {k: _with_wildcards(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_wildcards(v) for v in value]
+    return value
+
+
+class _OpenInputs(dict):
+    """A category of INPUT_TYPES that takes inputs of any name, as the real node's (scan's
+    open_inputs): ComfyUI passes a node each input of the prompt that `in` finds in its
+    categories, and reads an undeclared one's spec with []. Copied as itself."""
+
+    def __init__(self, declared, spec):
+        super().__init__(declared)
+        self.spec = spec
+
+    def __contains__(self, key):
+        return True
+
+    def __getitem__(self, key):
+        return dict.get(self, key, self.spec)
+
+    def copy(self):
+        return _OpenInputs(self, self.spec)
 
 
 class _HiddenSpec(tuple):
@@ -264,5 +325,31 @@ def _with_file_lists(input_types, file_lists):
 
 
 def _copy(input_types):
-    return {category: dict(inputs) if isinstance(inputs, dict) else inputs
+    return {category: inputs.copy() if isinstance(inputs, dict) else inputs
             for category, inputs in input_types.items()}
+
+
+# Hidden inputs that are the host's own objects, shared by every node of the prompt.
+_SHARED_HIDDEN = ("PROMPT", "EXTRA_PNGINFO")
+
+
+def _graph_prefix():
+    """ComfyUI's prefix for the ids of nodes a node expands into (GraphBuilder), which it sets
+    in this process before each node runs: "<node id>.<call index>.<graph index>.", so that two
+    nodes' expansions never share an id."""
+    from comfy_execution.graph_utils import GraphBuilder
+
+    return [GraphBuilder._default_prefix_root, GraphBuilder._default_prefix_call_index,
+            GraphBuilder._default_prefix_graph_index]
+
+
+def _update_in_place(target, source):
+    """Make the dict `target` equal to `source`, keeping the objects both hold where they are
+    dicts: other holders of the prompt's parts see the node's changes, as in process."""
+    for key in [k for k in target if k not in source]:
+        del target[key]
+    for key, value in source.items():
+        if isinstance(target.get(key), dict) and isinstance(value, dict):
+            _update_in_place(target[key], value)
+        elif key not in target or target[key] != value:
+            target[key] = value

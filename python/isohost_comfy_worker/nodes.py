@@ -14,20 +14,28 @@ _instances = {}
 
 
 def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, drop=None,
-        prompt=None):
+        prompt=None, graph_prefix=None, hidden_back=None):
     """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments (a dict, or
     its items in order: a node that takes **kwargs may read them in order); returns what it
     returned (a tuple, or {"ui": ..., "result": ...}). `live`: the running prompt's [node id,
     class] pairs, at the first node of a new prompt; the objects of other nodes are dropped, as
     ComfyUI drops its own; `prompt` comes with it: {"prompt_id", "client_id"}. `keep`: per
     output, whether it stays here, marked, where it holds a tensor (held.py); `drop`: the
-    [pid, id] of held values the host let go of."""
+    [pid, id] of held values the host let go of. `graph_prefix`: ComfyUI's GraphBuilder prefix
+    for this node, [root, call index, graph index]. `hidden_back`: names of hidden inputs (the
+    prompt, its PNG info) that the host's nodes share; their values after the node ran come back
+    beside its result: {"result": ..., "hidden": {name: value}}."""
     comfy_env.prepare(settings)
     comfy_env.enter_node(node_id, prompt)
     held.drop(drop)
     if live is not None:
         keep_only(live)
+    if graph_prefix is not None:
+        from comfy_execution.graph_utils import GraphBuilder
+
+        GraphBuilder.set_default_prefix(*graph_prefix)
     kwargs = dict(held.put_back(kwargs.items() if isinstance(kwargs, dict) else kwargs))
+    shared = {name: kwargs.get(name) for name in hidden_back or ()}  # a class-based node pops them
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
         result = _run_class_based(cls, cls.FUNCTION, kwargs)
@@ -39,7 +47,7 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, d
                          or getattr(cls, "RETURN_TYPES", ()))
     if keep is not None:
         result = held.keep_outputs(result, keep)
-    return result
+    return result if hidden_back is None else {"result": result, "hidden": shared}
 
 
 def take_held(mark, settings):

@@ -1,7 +1,7 @@
 """What a pack's nodes look like to ComfyUI, described in the worker for the host's stand-ins
 (docs/comfyui.md, "Scan"). Everything ComfyUI reads from a node class before it runs it, as
-plain JSON: tuples become lists (the host turns the known ones back), anything else that is not
-JSON becomes its str()."""
+plain JSON: tuples become lists (the host turns the known ones back), a wildcard type becomes
+{WILDCARD: its name}, anything else that is not JSON becomes its str()."""
 
 import inspect
 import json
@@ -13,6 +13,14 @@ from isohost_comfy_worker import comfy_env, file_lists, packs, routes
 _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
           "EXPERIMENTAL", "API_NODE", "SEARCH_ALIASES", "NOT_IDEMPOTENT")
 _TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
+# A type that matches every other, as ComfyUI's validation compares types (`not received !=
+# expected`): the "*" of the many packs that define `class AnyType(str)` with a `__ne__` that is
+# always False, and comfy_api's io.AnyType. Its class cannot cross as JSON, so it crosses as
+# {WILDCARD: its name} and the stand-in makes one again (standins.py).
+WILDCARD = "isohost_wildcard"
+# A name no pack declares: a type that compares equal to it, or an INPUT_TYPES category that
+# says it holds it, takes anything.
+_PROBE = "isohost-scan-probe"
 
 
 def describe_json(pack_dir, settings):
@@ -49,8 +57,10 @@ def describe(pack_dir, settings):
 def _describe_class(cls):
     if _is_class_based(cls):
         return _describe_class_based(cls)
+    input_types = cls.INPUT_TYPES()
     description = {"schema": "v1", "function": getattr(cls, "FUNCTION", None),
-                   "input_types": _plain(cls.INPUT_TYPES()),
+                   "input_types": _plain(input_types),
+                   "open_inputs": _open_categories(input_types),
                    "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES))}
     for name in _PLAIN + _TUPLES:
         if hasattr(cls, name):
@@ -94,14 +104,42 @@ def _describe_class_based(cls):
 
 def _parameters(function):
     """The names a VALIDATE_INPUTS takes (ComfyUI passes only those), and whether it takes
-    **kwargs."""
-    spec = inspect.getfullargspec(function)
-    names = [n for n in spec.args if n not in ("self", "cls")] + list(spec.kwonlyargs)
-    return {"names": names, "varkw": spec.varkw is not None}
+    **kwargs. A classmethod comes bound, its first parameter (`cls`, or `s` as ComfyUI's own
+    LoadImage names it) already out of its signature."""
+    parameters = inspect.signature(function).parameters.values()
+    names = [p.name for p in parameters
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "cls")]
+    return {"names": names, "varkw": any(p.kind == p.VAR_KEYWORD for p in parameters)}
+
+
+def _open_categories(input_types):
+    """{category: the spec any other input gets} for each category of INPUT_TYPES that takes
+    inputs of any name: a dict whose `in` says yes to every name (inputs a pack's front end adds
+    as they are linked), where ComfyUI passes the node each input of the prompt that it holds."""
+    open_categories = {}
+    for category, inputs in input_types.items():
+        if isinstance(inputs, dict) and type(inputs) is not dict:
+            try:
+                if _PROBE in inputs:
+                    open_categories[category] = _plain(inputs[_PROBE])
+            except Exception:  # a dict subclass of a pack's making may raise anything
+                pass
+    return open_categories
+
+
+def _matches_anything(name):
+    try:
+        return not (name != _PROBE)
+    except Exception:
+        return False
 
 
 def _plain(value):
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        if type(value) is not str and _matches_anything(value):
+            return {WILDCARD: str.__str__(value)}
         return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

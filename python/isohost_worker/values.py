@@ -868,6 +868,28 @@ class _Unpickler(pickle.Unpickler):
         self.persistent_load = table.persistent_load
         super().__init__(io.BytesIO(stream), buffers=table.pickle_buffers())
 
+    def find_class(self, module, name):
+        return super().find_class(_numpy_module(module), name)
+
+
+def _numpy_module(module):
+    """`module` as numpy here names it. numpy 2 renamed numpy.core numpy._core, and each numpy
+    pickles its arrays and scalars under its own name, where a pack's environment may have the
+    other numpy than ComfyUI's: numpy 1 has only stubs of a few numpy._core modules, and numpy 2
+    warns on each use of a numpy.core one."""
+    top, _, rest = module.partition(".")
+    if top != "numpy" or rest.partition(".")[0] not in ("core", "_core"):
+        return module
+    core = "numpy._core" if _numpy_major() >= 2 else "numpy.core"
+    return core + module[len("numpy.") + len(rest.partition(".")[0]):]
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_major():
+    import numpy
+
+    return int(numpy.__version__.split(".")[0])
+
 
 class _BufferTable:
     def __init__(self, maps):

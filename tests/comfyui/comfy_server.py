@@ -131,9 +131,11 @@ class ComfyServer:
     def object_info(self):
         return self.request("GET", "/object_info")
 
-    def queue(self, workflow):
-        answer = self.request("POST", "/prompt", {"prompt": workflow, "client_id": self.client_id})
-        return answer["prompt_id"]
+    def queue(self, workflow, extra_data=None):
+        body = {"prompt": workflow, "client_id": self.client_id}
+        if extra_data is not None:
+            body["extra_data"] = extra_data
+        return self.request("POST", "/prompt", body)["prompt_id"]
 
     def events(self, prompt_id, kinds=None):
         """The websocket messages about `prompt_id` so far: [(time, message)]."""
@@ -153,9 +155,9 @@ class ComfyServer:
         self._wait_for(seen, timeout, "%s of prompt %s" % ("/".join(kinds), prompt_id))
         return found[0]
 
-    def run(self, workflow, timeout=PROMPT_TIMEOUT):
+    def run(self, workflow, timeout=PROMPT_TIMEOUT, extra_data=None):
         """Queues `workflow`, waits for its end; (end message type, message, history entry)."""
-        prompt_id = self.queue(workflow)
+        prompt_id = self.queue(workflow, extra_data)
         return self.finish(prompt_id, timeout)
 
     def finish(self, prompt_id, timeout=PROMPT_TIMEOUT):

@@ -67,7 +67,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 22, names  # twenty test nodes and the two class-based ones
+    assert len(names) == 28, names  # twenty-five test nodes and the three class-based ones
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -532,6 +532,64 @@ def test_list_outputs_and_list_inputs_as_in_process(isolated, in_process):
     assert results[0] == results[1]
     assert results[0] == (["red", "green", "blue"], ["2", "2", "2"],
                           {"joined": ["red/green/blue"], "calls": [1]})
+
+
+def test_a_wildcard_type_and_inputs_of_any_name_link_and_arrive_as_in_process(isolated,
+                                                                               in_process):
+    """PassAny's "*" (a str whose `!=` is never true) links to an IMAGE on either side, and its
+    optional category, a dict that holds every name, takes inputs the node never declared."""
+    workflow = {"1": IMAGE,
+                "2": {"class_type": "PassAnyIsohost",
+                      "inputs": {"value": ["1", 0], "extra_1": "hello", "n": 3}},
+                "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}}
+    results = []
+    for server in (isolated, in_process):
+        outputs = run_ok(server, workflow)
+        results.append((outputs["2"], len(outputs["3"]["images"])))
+    assert results[0] == results[1] == ({"more": ["extra_1", "n"], "kind": ["Tensor"]}, 1)
+    schema = {"1": IMAGE, "2": {"class_type": "PassAnyIsohostSchema",
+                                "inputs": {"value": ["1", 0]}},
+              "3": {"class_type": "PreviewImage", "inputs": {"images": ["2", 0]}}}
+    for server in (isolated, in_process):  # comfy_api's io.AnyType
+        assert len(run_ok(server, schema)["3"]["images"]) == 1, server is isolated
+
+
+def test_validate_inputs_taking_s_for_its_class_is_asked_as_in_process(isolated, in_process):
+    import urllib.error
+
+    for server in (isolated, in_process):
+        assert run_ok(server, {"1": {"class_type": "PositiveIsohost",
+                                     "inputs": {"x": 3}}})["1"] == {"x": [3]}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            server.queue({"1": {"class_type": "PositiveIsohost", "inputs": {"x": -2}}})
+        assert refused.value.code == 400
+        assert "x must be positive, not -2" in refused.value.read().decode(), server is isolated
+
+
+def test_a_node_expanding_into_others_names_them_as_in_process(isolated, in_process):
+    """The expanded nodes' ids start with ComfyUI's prefix for the expanding node, set in the
+    host before each node runs: two nodes' expansions (one each in two workers, say) never
+    share an id."""
+    workflow = {"7": {"class_type": "ExpandIsohost", "inputs": {"value": 1}},
+                "8": {"class_type": "ExpandIsohost", "inputs": {"value": 2}}}
+    for server in (isolated, in_process):
+        outputs = run_ok(server, workflow)
+        assert (outputs["7"]["prefix"], outputs["8"]["prefix"]) == (["7.0.0."], ["8.0.0."]), \
+            server is isolated
+
+
+def test_a_seed_a_node_writes_into_the_prompt_reaches_the_nodes_after_it_as_in_process(
+        isolated, in_process):
+    """StampSeed writes the seed it used into the hidden PROMPT and EXTRA_PNGINFO (the host's
+    objects, which SaveImage embeds); ShowStamp, after it, reads both."""
+    workflow = {"1": {"class_type": "StampSeedIsohost", "inputs": {"seed": -1}},
+                "2": {"class_type": "ShowStampIsohost", "inputs": {"seed": ["1", 0],
+                                                                   "stamped": "1"}}}
+    for server in (isolated, in_process):
+        kind, message, history = server.run(workflow, extra_data={"extra_pnginfo": {"a": 1}})
+        assert kind == "execution_success", (message, server.log_tail())
+        assert history["outputs"]["2"] == {"seed": [12345], "in_prompt": [12345],
+                                           "in_pnginfo": [12345]}, server is isolated
 
 
 def binary_frames(server, prompt):

@@ -231,9 +231,27 @@ class Hold(io.ComfyNode):
         return io.NodeOutput(str(_hold(socket)))
 
 
+class PassAny(io.ComfyNode):
+    """A wildcard input and output (io.AnyType, "*")."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="PassAnyIsohostSchema",
+            display_name="Pass anything (isohost schema test)",
+            category="isohost_test",
+            inputs=[io.AnyType.Input("value")],
+            outputs=[io.AnyType.Output(display_name="value")],
+        )
+
+    @classmethod
+    def execute(cls, value) -> io.NodeOutput:
+        return io.NodeOutput(value)
+
+
 class SchemaExtension(ComfyExtension):
     async def get_node_list(self):
-        return [ScaleImage, Hold]
+        return [ScaleImage, Hold, PassAny]
 
 
 async def comfy_entrypoint():

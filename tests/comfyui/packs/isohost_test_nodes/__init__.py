@@ -1,6 +1,7 @@
 """Nodes that exercise isohost's ComfyUI adapter: progress, interrupts, state on self,
-IS_CHANGED and VALIDATE_INPUTS, errors, a crash, a model output. Written for these tests; each
-reports through its UI output (the prompt's history)."""
+IS_CHANGED and VALIDATE_INPUTS, errors, a crash, a model output, and the idioms of popular
+packs (a wildcard type, inputs of any name, expansion into other nodes, a seed written into the
+prompt). Written for these tests; each reports through its UI output (the prompt's history)."""
 
 import os
 import sys
@@ -493,9 +494,122 @@ class QueueView:
                    refused=refused)
 
 
+class AnyType(str):
+    """ComfyUI's wildcard as packs write it: a type that no other type differs from."""
+
+    def __ne__(self, other):
+        return False
+
+
+ANY = AnyType("*")
+
+
+class AnyInputs(dict):
+    """An INPUT_TYPES category that takes inputs of any name (those a pack's front end adds as
+    they are linked), each of any type."""
+
+    def __contains__(self, key):
+        return True
+
+    def __getitem__(self, key):
+        return dict.get(self, key, (ANY,))
+
+
+class PassAny:
+    """A wildcard input and output, and optional inputs of any name: names what it got."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = (ANY,)
+    OUTPUT_NODE = True
+    FUNCTION = "pass_on"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": (ANY,)}, "optional": AnyInputs()}
+
+    def pass_on(self, value, **more):
+        return {"ui": {"more": sorted(more), "kind": [type(value).__name__]}, "result": (value,)}
+
+
+class Positive:
+    """VALIDATE_INPUTS written as ComfyUI's own LoadImage writes it, with `s` for the class."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "show"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"x": ("INT", {"default": 1, "min": -10, "max": 10})}}
+
+    @classmethod
+    def VALIDATE_INPUTS(s, x):
+        return True if x > 0 else "x must be positive, not %d" % x
+
+    def show(self, x):
+        return _ui(x=x)
+
+
+class Expand:
+    """Expands into a node of ComfyUI's (GraphBuilder): names the prefix of the new ids."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("INT",)
+    OUTPUT_NODE = True
+    FUNCTION = "expand"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("INT", {"default": 1})}}
+
+    def expand(self, value):
+        from comfy_execution.graph_utils import GraphBuilder
+
+        graph = GraphBuilder()
+        added = graph.node("PrimitiveInt", value=value + 100)
+        return {"result": (added.out(0),), "expand": graph.finalize(),
+                "ui": {"prefix": [graph.prefix]}}
+
+
+class StampSeed:
+    """A seed node: writes the seed it used into the prompt and the PNG info, which the nodes
+    after it (SaveImage) read."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "stamp"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seed": ("INT", {"default": -1, "min": -1, "max": 1 << 31})},
+                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO",
+                           "unique_id": "UNIQUE_ID"}}
+
+    def stamp(self, seed, prompt, extra_pnginfo, unique_id):
+        used = 12345 if seed < 0 else seed
+        prompt[str(unique_id)]["inputs"]["seed"] = used
+        extra_pnginfo["stamped_seed"] = used
+        return (used,)
+
+
+class ShowStamp:
+    """What the prompt and the PNG info say of node `stamped`'s seed."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "show"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"seed": ("INT", {"forceInput": True}),
+                             "stamped": ("STRING", {"default": "1"})},
+                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+
+    def show(self, seed, stamped, prompt, extra_pnginfo):
+        return _ui(seed=seed, in_prompt=prompt[stamped]["inputs"]["seed"],
+                   in_pnginfo=extra_pnginfo.get("stamped_seed"))
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
     Invert, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
-    CheckpointName, ServerMessages, QueueView)}
+    CheckpointName, ServerMessages, QueueView, PassAny, Positive, Expand, StampSeed, ShowStamp)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"
