@@ -67,7 +67,8 @@ def _check_pack(pack_dir, env, env_config):
     not there or is no node pack, an interpreter that does not exist (which a cached scan
     would otherwise hide until the first prompt)."""
     if not os.path.isdir(pack_dir):
-        raise PackProblem("the directory does not exist")
+        raise PackProblem("it is not a directory (a pack is a directory with an __init__.py)"
+                          if os.path.exists(pack_dir) else "the directory does not exist")
     if not os.path.isfile(os.path.join(pack_dir, "__init__.py")):
         raise PackProblem("it has no __init__.py: not a ComfyUI node pack")
     python = env_config.get("python") or "python3"

@@ -42,6 +42,23 @@ def _add_files(digest, top):
                                                st.st_mtime_ns)).encode())
 
 
+def _well_formed(packs, path):
+    """The entries of a cache file that have the shape this module writes; a file edited by
+    hand or cut short is logged, and its other entries scanned again."""
+    if not isinstance(packs, dict):
+        logging.warning("isohost: the scan cache %s holds no table of packs; scanning again", path)
+        return {}
+    kept = {pack: entry for pack, entry in packs.items()
+            if isinstance(entry, dict) and isinstance(entry.get("fingerprint"), str)
+            and isinstance(entry.get("description"), dict)
+            and isinstance(entry["description"].get("nodes"), dict)}
+    if len(kept) < len(packs):
+        logging.warning("isohost: the scan cache %s has %d malformed entr%s; scanning those "
+                        "packs again", path, len(packs) - len(kept),
+                        "y" if len(packs) - len(kept) == 1 else "ies")
+    return kept
+
+
 class Catalog:
     """The cache file: {pack_dir: {"fingerprint", "description"}}."""
 
@@ -52,7 +69,7 @@ class Catalog:
             with open(path) as f:
                 entries = json.load(f)
             if isinstance(entries, dict) and entries.get("format") == FORMAT:
-                self._entries = entries.get("packs", {})
+                self._entries = _well_formed(entries.get("packs"), path)
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as e:

@@ -57,6 +57,10 @@ def load(path, comfyui_root):
     its path, so that `comfy`, `folder_paths`, `node_helpers` and `comfy_extras` import there."""
     data = _read_toml(path)
     base = os.path.dirname(os.path.abspath(path))
+    unknown = sorted(set(data) - {"comfyui", "env", "host"})
+    if unknown:  # before isohost's own check, whose list of tables leaves out [comfyui]
+        raise SettingsError("%s: unknown table [%s] (known: comfyui, env, host)"
+                            % (path, unknown[0]))
     options = dict(DEFAULTS)
     comfyui = data.pop("comfyui", {})
     if not isinstance(comfyui, dict):
@@ -76,22 +80,48 @@ def load(path, comfyui_root):
         raise SettingsError("%s: [comfyui] scan_cache must be a path" % path)
     options["scan_cache"] = os.path.join(base, options["scan_cache"])
     packs = []
+    listed = {}  # pack directory -> the environment that lists it
     envs = data.get("env", {})
     if not isinstance(envs, dict):
         raise SettingsError("%s: [env] must hold tables [env.NAME]" % path)
     for name, env in envs.items():
         if not isinstance(env, dict):
             raise SettingsError("%s: [env.%s] must be a table" % (path, name))
-        dirs = env.pop("packs", [])
-        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
-            raise SettingsError("%s: [env.%s] packs must be a list of directories" % (path, name))
-        for d in dirs:
-            packs.append((name, os.path.normpath(os.path.join(base, os.path.expanduser(d)))))
-        env["path"] = [os.path.join(base, p) for p in env.get("path", [])] + [comfyui_root]
+        for d in _directories(path, name, env, "packs"):
+            pack = _resolve(base, d)
+            if pack in listed:
+                raise SettingsError("%s: the pack %s is listed in [env.%s] and in [env.%s]; a "
+                                    "pack runs in one environment" % (path, pack, listed[pack],
+                                                                      name))
+            listed[pack] = name
+            packs.append((name, pack))
+        del env["packs"]
+        env["path"] = [_resolve(base, d) for d in _directories(path, name, env, "path")]
+        env["path"].append(comfyui_root)
         _default_variables(env)
-        if "python" in env and isinstance(env["python"], str) and os.sep in env["python"]:
-            env["python"] = os.path.join(base, os.path.expanduser(env["python"]))
+        if isinstance(env.get("python"), str) and os.sep in env["python"]:
+            env["python"] = _resolve(base, env["python"])
+        if isinstance(env.get("cwd"), str) and env["cwd"]:
+            env["cwd"] = _resolve(base, env["cwd"])
+    host = data.get("host")
+    if isinstance(host, dict) and isinstance(host.get("simulated_gpu"), str):
+        host["simulated_gpu"] = _resolve(base, host["simulated_gpu"])
     return Settings(path, data, packs, options)
+
+
+def _directories(path, name, env, key):
+    """[env.NAME]'s `key`, a list of directories: checked here, since the adapter rewrites
+    them (relative to the file) before isohost sees them."""
+    dirs = env.setdefault(key, [])
+    if not isinstance(dirs, list) or not all(isinstance(d, str) and d for d in dirs):
+        raise SettingsError("%s: [env.%s] %s must be a list of directories, not %r"
+                            % (path, name, key, dirs))
+    return dirs
+
+
+def _resolve(base, given):
+    """A path of the file, absolute: `~` expanded, relative to the file's directory."""
+    return os.path.normpath(os.path.join(base, os.path.expanduser(given)))
 
 
 def _default_variables(env):
@@ -130,3 +160,6 @@ def _read_toml(path):
                             "ISOHOST_COMFYUI_CONFIG at yours" % path) from None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise SettingsError("%s: %s" % (path, e)) from None
+    except UnicodeDecodeError as e:  # tomllib decodes the whole file first
+        raise SettingsError("%s is not UTF-8 text (byte %d: %s)" % (path, e.start, e.reason)) \
+            from None

@@ -154,6 +154,8 @@ class Host:
         ({"granted", "outcome", "steps", "explanation", ...}); books nothing."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise ValueError("make_room needs a whole number of bytes, not %r" % (nbytes,))
+        if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device <= 255:
+            raise ValueError("make_room needs a GPU index from 0 to 255, not %r" % (device,))
         message = json.dumps({"bytes": nbytes, "device": device})
         return self._finish_now(self._core_call(self._core.submit, "make_room", "", message, []), None)
 
@@ -174,6 +176,10 @@ class Host:
         self.close()
 
     def _submit(self, kind, env, target=None, args=(), kwargs=None):
+        if not isinstance(env, str):
+            raise BadRequest("an environment is named by a string, not %r" % (env,))
+        if kind == "call" and not isinstance(target, str):
+            raise BadRequest("a call's target is a string 'module:function', not %r" % (target,))
         text, encoded = "{}", None
         if kind == "call":
             text, encoded = self._call_message(env, target, list(args), kwargs or {})

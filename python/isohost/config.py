@@ -10,7 +10,7 @@ import math
 
 def to_toml(config):
     """TOML text for `config`: top-level tables of tables ([host], [env.NAME]). Raises
-    TypeError for what TOML cannot hold."""
+    TypeError, naming the table and key, for what TOML cannot hold."""
     if not isinstance(config, dict):
         raise TypeError("a configuration must be a dict, not %s" % type(config).__name__)
     lines = []
@@ -22,17 +22,36 @@ def to_toml(config):
                 if not isinstance(env, dict):
                     raise TypeError("[env.%s] must be a dict" % name)
                 lines.append("[env.%s]" % _key(name))
-                lines.extend("%s = %s" % (_key(k), _value(v)) for k, v in env.items())
+                lines.extend(_entry("env.%s" % name, k, v) for k, v in env.items())
         else:
             lines.append("[%s]" % _key(section))
-            lines.extend("%s = %s" % (_key(k), _value(v)) for k, v in content.items())
+            lines.extend(_entry(section, k, v) for k, v in content.items())
     return "\n".join(lines) + "\n"
+
+
+def _entry(table, key, value):
+    try:
+        return "%s = %s" % (_key(key), _value(value))
+    except TypeError as e:
+        raise TypeError("[%s] %s: %s" % (table, key, e)) from None
 
 
 def _key(key):
     if not isinstance(key, str):
         raise TypeError("configuration keys must be strings, not %r" % (key,))
-    return json.dumps(key)  # a TOML basic string is JSON's string syntax
+    return _string(key)
+
+
+def _string(text):
+    """A TOML basic string: JSON's string syntax, with every character that is not a control
+    character as it is (JSON's ASCII escapes of others are UTF-16 surrogate pairs, which TOML
+    refuses) and DEL escaped, which JSON leaves and TOML refuses."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TypeError("%r is not valid Unicode (a lone surrogate: a file name that is not "
+                        "UTF-8?)" % (text,)) from None
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _value(value):
@@ -42,10 +61,10 @@ def _value(value):
         return str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise TypeError("configuration numbers must be finite")
+            raise TypeError("configuration numbers must be finite, not %r" % value)
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return _string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     if isinstance(value, dict):

@@ -62,12 +62,20 @@ def run(coroutine):
         task.append(server_loop.create_task(coroutine))
         task[0].add_done_callback(lambda _: finished.set())
 
-    server_loop.call_soon_threadsafe(create)
-    try:
+    def cancel():
+        # The loop runs callbacks in order: where create() was scheduled, it has run.
+        if task:
+            task[0].cancel()
+        else:  # interrupted before create() was scheduled
+            coroutine.close()
+            finished.set()
+
+    try:  # from the scheduling on: an interrupt may come at any bytecode
+        server_loop.call_soon_threadsafe(create)
         while not finished.wait(_INTERRUPT_CHECK_SECONDS):
             pass
     except BaseException:
-        server_loop.call_soon_threadsafe(lambda: task[0].cancel())  # after create(): FIFO
+        server_loop.call_soon_threadsafe(cancel)
         finished.wait()
         raise
     return task[0].result()

@@ -1,6 +1,7 @@
 """The adapter's pieces that need no ComfyUI server: the settings file, the scan cache's key,
 model detection, and the combos of model files. Fast; run with the ComfyUI tests."""
 
+import os
 import sys
 import types
 
@@ -45,13 +46,15 @@ idle_reap_seconds = 60
 interrupt_grace_seconds = 1.5
 [env.a]
 python = "venvs/a/bin/python"
-path = ["lib"]
+path = ["lib", "~/shared"]
+cwd = "work"
 packs = ["packs/one", "/abs/two"]
 """)
     loaded = settings.load(str(path), "/opt/ComfyUI")
     assert loaded.host_config == {"host": {"idle_reap_seconds": 60}, "env": {"a": {
         "python": str(tmp_path / "venvs/a/bin/python"),
-        "path": [str(tmp_path / "lib"), "/opt/ComfyUI"], "env": {"OMP_WAIT_POLICY": "PASSIVE"}}}}
+        "path": [str(tmp_path / "lib"), os.path.expanduser("~/shared"), "/opt/ComfyUI"],
+        "cwd": str(tmp_path / "work"), "env": {"OMP_WAIT_POLICY": "PASSIVE"}}}}
     assert loaded.packs == [("a", str(tmp_path / "packs/one")), ("a", "/abs/two")]
     assert loaded.interrupt_grace_seconds == 1.5
     assert loaded.scan_cache == str(tmp_path / "isohost-scan-cache.json")
@@ -98,6 +101,12 @@ def test_torch_threads_spin_long_where_libgomp_is_loaded_with_its_default(tmp_pa
     ("[comfyui]\non_prompt_timeout_seconds = \"soon\"\n",
      "on_prompt_timeout_seconds must be a number of seconds from 0.001 to 3600, not 'soon'"),
     ("[env.a]\npacks = \"/one\"\n", "[env.a] packs must be a list of directories"),
+    ("[env.a]\npacks = [\"\"]\n", "[env.a] packs must be a list of directories, not ['']"),
+    ("[env.a]\npath = 5\n", "[env.a] path must be a list of directories, not 5"),
+    ("[env.a]\npath = \"lib\"\n", "[env.a] path must be a list of directories, not 'lib'"),
+    ("[env.a]\npacks = [\"p\"]\n[env.b]\npacks = [\"./p/\"]\n",
+     "is listed in [env.a] and in [env.b]; a pack runs in one environment"),
+    ("[comfyiu]\ngrace = 1\n", "unknown table [comfyiu] (known: comfyui, env, host)"),
     ("[comfyui]\nkeep_outputs_in_workers = 1\n", "keep_outputs_in_workers must be true or false"),
     ("[env.a\n", ""),
 ])
@@ -106,6 +115,13 @@ def test_a_bad_settings_file_is_named_with_its_key(tmp_path, text, words):
     with pytest.raises(settings.SettingsError) as refused:
         settings.load(str(path), "/opt/ComfyUI")
     assert str(refused.value).startswith(str(path)) and words in str(refused.value)
+
+
+def test_a_settings_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "isohost.toml"
+    path.write_bytes(b'[env.a]\npython = "caf\xe9"\n')
+    with pytest.raises(settings.SettingsError, match="is not UTF-8 text"):
+        settings.load(str(path), "/opt/ComfyUI")
 
 
 def test_a_missing_settings_file_says_where_it_was_looked_for(tmp_path):
@@ -139,6 +155,9 @@ def test_the_scan_cache_keeps_what_it_was_given(tmp_path):
     assert again.get("/p", "other") is None
     write(tmp_path / "cache.json", "{not json")
     assert catalog.Catalog(path).get("/p", "key") is None
+    for malformed in ('["oops"]', '{"/p": "oops", "/q": {"fingerprint": "key"}}'):
+        write(tmp_path / "cache.json", '{"format": %d, "packs": %s}' % (catalog.FORMAT, malformed))
+        assert catalog.Catalog(path).get("/p", "key") is None  # scanned again, not a crash
 
 
 def test_models_are_found_where_pickling_would_copy_them():

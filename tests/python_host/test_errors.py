@@ -156,6 +156,36 @@ def test_config_errors_and_closed_host(tmp_path):
     host.close()
 
 
+def test_a_target_or_environment_that_is_no_string_is_a_bad_request_here(host):
+    for target in (5, None, ["os", "getpid"]):
+        with pytest.raises(isohost.BadRequest, match="target is a string 'module:function'"):
+            host.call("w", target)
+    with pytest.raises(isohost.BadRequest, match="environment is named by a string, not 5"):
+        host.call(5, "os:getpid")
+    with pytest.raises(ValueError, match="GPU index from 0 to 255, not 1000000000000"):
+        host.make_room(1, device=10 ** 12)
+    assert host.call("w", "isohost_test_funcs:add", 1, 2) == 3
+
+
+def test_a_dict_configuration_writes_any_unicode_and_names_what_it_cannot(tmp_path):
+    """Names beyond the Basic Multilingual Plane (an emoji) and DEL reach the worker as given;
+    what TOML cannot hold is named with its table and key."""
+    odd = tmp_path / "d\u00e9j\u00e0 \U0001F600 \x7f"
+    odd.mkdir()
+    (odd / "isohost_odd_module.py").write_text("WHERE = __file__\n")
+    env = {"python": config()["env"]["w"]["python"], "path": [str(odd)],
+           "env": {"ISOHOST_ODD": "caf\u00e9 \U0001F600\ttab"}}
+    with isohost.Host({"env": {"\u753b\u50cf\U0001F600": env}}) as h:
+        name = "\u753b\u50cf\U0001F600"
+        where = h.call(name, "isohost_odd_module:WHERE.__str__")
+        assert where == str(odd / "isohost_odd_module.py")
+        assert h.call(name, "os:getenv", "ISOHOST_ODD") == "caf\u00e9 \U0001F600\ttab"
+    with pytest.raises(isohost.ConfigError, match=r"^\[env.w\] python: cannot write NoneType"):
+        isohost.Host({"env": {"w": {"python": None}}})
+    with pytest.raises(isohost.ConfigError, match=r"^\[env.w\] path: .* is not valid Unicode"):
+        isohost.Host({"env": {"w": {"path": ["/tmp/\udcff"]}}})
+
+
 def test_release_reap_and_ps(fresh_host):
     pid = worker_pid(fresh_host)
     workers = fresh_host.ps()["workers"]
