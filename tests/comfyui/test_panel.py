@@ -92,7 +92,7 @@ def server(comfy_tree, tmp_path_factory):
         comfy_tree, base / "comfy", custom_nodes=[probe],
         envs={"tests": (PACK_PYTHON, [TEST_PACKS / "isohost_test_nodes"]),
               "numpy1": (PACK_PYTHON, [TEST_PACKS / "isohost_numpy1_pack"]),
-              "gone": ("/no/such/python", [TEST_PACKS / "isohost_numpy1_pack"])},
+              "gone": ("/no/such/python", [TEST_PACKS / "isohost_gpu_nodes"])},
         host={"idle_release_seconds": 0}, args=["--front-end-root", root])
     yield started
     started.stop()
@@ -131,9 +131,9 @@ def test_the_route_answers_the_pools_status(server, worker_pid):
     assert {e["name"]: e["packs"] for e in before["environments"]} == {
         "tests": [str(TEST_PACKS / "isohost_test_nodes")],
         "numpy1": [str(TEST_PACKS / "isohost_numpy1_pack")],
-        "gone": [str(TEST_PACKS / "isohost_numpy1_pack")]}
+        "gone": [str(TEST_PACKS / "isohost_gpu_nodes")]}
     assert before["not_loaded"] == [{
-        "environment": "gone", "pack": str(TEST_PACKS / "isohost_numpy1_pack"),
+        "environment": "gone", "pack": str(TEST_PACKS / "isohost_gpu_nodes"),
         "reason": GONE}]
     machine = before["machine"]
     assert 0 < machine["available"] <= machine["total"]
@@ -332,8 +332,8 @@ def test_the_panel_shows_the_workers_in_comfyuis_page(server, worker_pid, chromi
     assert shown["tests"]["pid"] == worker_pid
     # A pack left out at start is named, with why, where the log alone said so before.
     assert chromium.evaluate(NOT_LOADED) == [
-        ["gone", str(TEST_PACKS / "isohost_numpy1_pack"),
-         "%s (environment gone)%s" % (TEST_PACKS / "isohost_numpy1_pack", GONE)]]
+        ["gone", str(TEST_PACKS / "isohost_gpu_nodes"),
+         "%s (environment gone)%s" % (TEST_PACKS / "isohost_gpu_nodes", GONE)]]
     # The machine's RAM bar has a segment per worker, sized by its PSS.
     segments = chromium.evaluate("""Array.from(document.querySelectorAll(
         '#isohost-ram-bar rect')).map(r => r.dataset.segment)""")
