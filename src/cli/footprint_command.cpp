@@ -1,7 +1,12 @@
 // `isohost footprint`: the seed's measurement, made by a host from outside a real worker.
 
-#include <fstream>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -12,6 +17,7 @@
 #include "cli/progress_line.hpp"
 #include "pool/memory_sampler.hpp"
 #include "pool/pool.hpp"
+#include "wire/unique_fd.hpp"
 
 namespace isohost::cli {
 namespace {
@@ -237,8 +243,50 @@ FootprintReport measure(const FootprintOptions& o, const std::string& python, co
   return report;
 }
 
+// The --svg file, opened before the measurement so that a path that cannot be written is
+// refused at once rather than after minutes of work. A file it created is removed again if the
+// chart is never written.
+class SvgFile {
+ public:
+  explicit SvgFile(std::string path) : path_(std::move(path)) {
+    created_ = ::access(path_.c_str(), F_OK) != 0;
+    fd_.reset(::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
+    if (!fd_) fail();
+  }
+  ~SvgFile() {
+    if (fd_ && created_) ::unlink(path_.c_str());
+  }
+  SvgFile(const SvgFile&) = delete;
+  SvgFile& operator=(const SvgFile&) = delete;
+
+  void write(const std::string& text) {
+    if (::ftruncate(fd_.get(), 0) != 0) fail();
+    for (std::size_t done = 0; done < text.size();) {
+      const auto n = ::write(fd_.get(), text.data() + done, text.size() - done);
+      if (n < 0 && errno != EINTR) fail();
+      if (n > 0) done += static_cast<std::size_t>(n);
+    }
+    if (::close(fd_.release()) != 0) fail();
+  }
+
+ private:
+  [[noreturn]] void fail() const {
+    throw std::runtime_error("cannot write --svg '" + path_ + "': " + std::strerror(errno));
+  }
+
+  std::string path_;
+  bool created_ = false;
+  wire::UniqueFd fd_;
+};
+
 int run_footprint(const FootprintOptions& o) {
-  for (const auto& key : split_list(o.stages)) {
+  const auto selected = split_list(o.stages);
+  if (selected.empty()) {
+    throw isohost::Error(isohost::ErrorKind::bad_request,
+                         "--stages names no stage; stages are bare, numpy, torch, cuda, tensor, "
+                         "asleep, hibernated, woken, release");
+  }
+  for (const auto& key : selected) {
     const bool known = std::any_of(std::begin(kStages), std::end(kStages),
                                    [&](const StageSpec& s) { return key == s.key; });
     if (!known) {
@@ -248,6 +296,8 @@ int run_footprint(const FootprintOptions& o) {
               "'; stages are bare, numpy, torch, cuda, tensor, asleep, hibernated, woken, release");
     }
   }
+  std::optional<SvgFile> svg;
+  if (!o.svg.empty()) svg.emplace(o.svg);
   const std::string python = o.python.empty() ? default_python() : o.python;
   std::vector<std::string> modes;
   if (o.module_loading != "eager") modes.emplace_back("LAZY");
@@ -272,11 +322,7 @@ int run_footprint(const FootprintOptions& o) {
       print_table(reports[i]);
     }
   }
-  if (!o.svg.empty()) {
-    std::ofstream file(o.svg);
-    file << render_svg(reports);
-    if (!file) throw std::runtime_error("cannot write " + o.svg);
-  }
+  if (svg) svg->write(render_svg(reports));
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "cli/web_sidecar.hpp"
 #include "control/control_server.hpp"
 #include "control/listen_address.hpp"
+#include "control/socket_path.hpp"
 #include "error/error.hpp"
 #include "pool/pool.hpp"
 
@@ -39,11 +40,17 @@ std::optional<control::ListenAddress> listen_option(const char* flag, const std:
 }
 
 int run_serve(const ServeOptions& o) {
+  // Before the pool starts, so a bad path is the first and only thing said (a prestarted
+  // zygote's start would otherwise come first, and its end be reported as a failure).
+  control::check_socket_path(o.socket);
   const auto metrics_at = listen_option("--metrics", o.metrics);
   const auto http_at = listen_option("--http", o.http);
   pool::Pool pool(pool::load_config(o.config));
   control::ControlServer server(pool, o.socket);
-  asio::signal_set signals(pool.io(), SIGINT, SIGTERM);
+  // Each of these shuts the host down as `isohost shutdown` does, so the socket file is removed
+  // and the live view's server reaped: SIGHUP is the terminal closing, SIGQUIT a Ctrl-\.
+  asio::signal_set signals(pool.io(), SIGINT, SIGTERM, SIGHUP);
+  signals.add(SIGQUIT);
   asio::post(pool.io(), [&] {
     server.start();
     signals.async_wait([&pool](const asio::error_code& ec, int signal) {

@@ -12,6 +12,7 @@
 #include "cli/top_frame.hpp"
 #include "cli/top_screen.hpp"
 #include "control/control_client.hpp"
+#include "control/socket_path.hpp"
 #include "error/error.hpp"
 #include "probe/meminfo.hpp"
 #include "probe/probe_error.hpp"
@@ -128,6 +129,8 @@ void add_top_command(CLI::App& app, Commands& commands) {
   top->add_option("--interval", options->interval_seconds, "seconds between refreshes")
       ->check(CLI::Range(0.1, 3600.0));
   commands.emplace_back(top, [options] {
+    // Before the screen opens: a path that can never work is said once, not in every frame.
+    control::check_socket_path(options->socket);
     auto source = std::make_shared<MetricsSource>(options->socket);
     if (options->once || !::isatty(STDOUT_FILENO) || !::isatty(STDIN_FILENO))
       return print_once(*source);

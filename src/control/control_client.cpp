@@ -8,6 +8,7 @@
 #include <asio/write.hpp>
 
 #include "control/control_server.hpp"
+#include "control/socket_path.hpp"
 #include "error/error.hpp"
 #include "wire/json_depth.hpp"
 
@@ -16,6 +17,7 @@ namespace isohost::control {
 nlohmann::ordered_json send_control_request(const std::string& socket_path,
                                             const nlohmann::ordered_json& request) {
   using asio::local::stream_protocol;
+  check_socket_path(socket_path);
   asio::io_context io;
   stream_protocol::socket socket(io);
   asio::error_code ec;

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "control/control_request.hpp"
+#include "control/socket_path.hpp"
 
 namespace isohost::control {
 namespace {
@@ -168,6 +169,7 @@ ControlServer::ControlServer(pool::Pool& pool, std::string socket_path)
       acceptor_(pool.io()),
       accept_retry_(pool.io()),
       books_(std::make_shared<ConnectionBooks>()) {
+  check_socket_path(path_);
   clear_stale_socket(path_);
   // The socket is created 0600 from the start: there is no moment when others may connect.
   const mode_t old_mask = ::umask(0177);

@@ -28,7 +28,8 @@ struct ConnectionBooks;
 class ControlServer {
  public:
   // Binds `socket_path`. A stale socket file (no one answering) is replaced; a live one, or a
-  // path that is not a socket, is refused with isohost::Error(control_error).
+  // path that is not a socket, is refused with isohost::Error(control_error), as is an empty or
+  // too long path (check_socket_path), before anything is touched.
   ControlServer(pool::Pool& pool, std::string socket_path);
   ~ControlServer();
 

@@ -47,6 +47,15 @@ std::string shown(const toml::node& node) {
   return out.str();
 }
 
+// A key's value refused: the message names the table, the key and the value as the file wrote
+// it (`[host] 'call_timeout_seconds' must be a number of seconds, not "5s"`), as a Python dict
+// configuration gives no line worth reading.
+Error value_error(const std::string& source, const std::string& section, const std::string& key,
+                  const toml::node& node, const std::string& rule) {
+  return config_error(source, node.source(),
+                      "[" + section + "] '" + key + "' " + rule + ", not " + shown(node));
+}
+
 // A string as TOML writes it, escapes included (`"a\u0000b"`), for messages.
 std::string quoted(const std::string& text) {
   std::ostringstream out;
@@ -63,8 +72,7 @@ std::chrono::microseconds microseconds(const toml::table& table, const std::stri
   if (node == nullptr) return fallback;
   const auto value = node->value_exact<int64_t>();
   if (!value || *value < 0 || *value > 1'000'000) {
-    throw config_error(source, node->source(),
-                       "'" + key + "' must be a whole number from 0 to 1000000");
+    throw value_error(source, "host", key, *node, "must be a whole number from 0 to 1000000");
   }
   return std::chrono::microseconds(*value);
 }
@@ -74,7 +82,8 @@ std::chrono::microseconds microseconds(const toml::table& table, const std::stri
 constexpr std::int64_t kMaxSeconds = 365LL * 24 * 3600;
 
 std::chrono::milliseconds seconds(const toml::table& table, const std::string& key,
-                                  std::chrono::milliseconds fallback, const std::string& source) {
+                                  std::chrono::milliseconds fallback, const std::string& source,
+                                  const std::string& section) {
   const toml::node* node = table.get(key);
   if (node == nullptr) return fallback;
   double value = 0;
@@ -83,20 +92,18 @@ std::chrono::milliseconds seconds(const toml::table& table, const std::string& k
   } else if (auto d = node->value_exact<double>()) {
     value = *d;
   } else {
-    throw config_error(source, node->source(), "'" + key + "' must be a number of seconds");
+    throw value_error(source, section, key, *node, "must be a number of seconds");
   }
   // Written so that NaN fails it too.
   if (!(std::isfinite(value) && value >= 0 && value <= static_cast<double>(kMaxSeconds))) {
-    throw config_error(source, node->source(),
-                       "'" + key + "' must be between 0 and " + std::to_string(kMaxSeconds) +
-                           " seconds (a year), not " + shown(*node));
+    throw value_error(source, section, key, *node,
+                      "must be between 0 and " + std::to_string(kMaxSeconds) + " seconds (a year)");
   }
   const auto ms = std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
   // Zero means never (or no timeout) for several keys: a tiny positive value must not become it.
   if (value > 0 && ms.count() == 0) {
-    throw config_error(
-        source, node->source(),
-        "'" + key + "' must be 0 or at least 0.001 seconds (a millisecond), not " + shown(*node));
+    throw value_error(source, section, key, *node,
+                      "must be 0 or at least 0.001 seconds (a millisecond)");
   }
   return ms;
 }
@@ -112,9 +119,9 @@ std::uint64_t megabytes(const toml::table& table, const std::string& key, const 
   if (node == nullptr) return 0;
   const auto value = node->value_exact<int64_t>();
   if (!value || *value < 0 || *value > kMaxMegabytes) {
-    throw config_error(source, node->source(),
-                       "'" + key + "' must be a whole number of MB from 0 to " +
-                           std::to_string(kMaxMegabytes) + " (an exabyte), not " + shown(*node));
+    throw value_error(source, "host", key, *node,
+                      "must be a whole number of MB from 0 to " + std::to_string(kMaxMegabytes) +
+                          " (an exabyte)");
   }
   return static_cast<std::uint64_t>(*value) * 1'000'000;
 }
@@ -126,27 +133,26 @@ std::uint64_t mebibytes(const toml::table& table, const std::string& key, std::u
   if (node == nullptr) return fallback;
   const auto value = node->value_exact<int64_t>();
   if (!value || *value < 0 || *value > kMaxMebibytes) {
-    throw config_error(source, node->source(),
-                       "'" + key + "' must be a whole number of MiB from 0 to " +
-                           std::to_string(kMaxMebibytes) + " (an exbibyte), not " + shown(*node));
+    throw value_error(source, "host", key, *node,
+                      "must be a whole number of MiB from 0 to " + std::to_string(kMaxMebibytes) +
+                          " (an exbibyte)");
   }
   return static_cast<std::uint64_t>(*value) << 20;
 }
 
 // Paths, names and variables end up as C strings (execve, chdir, setenv): a NUL would cut them.
-void refuse_nul(const std::string& text, const toml::node& node, const std::string& what,
-                const std::string& source) {
+void refuse_nul(const std::string& text, const toml::node& node, const std::string& key,
+                const std::string& source, const std::string& section) {
   if (text.find('\0') != std::string::npos) {
-    throw config_error(source, node.source(),
-                       what + " must not contain a NUL character, not " + shown(node));
+    throw value_error(source, section, key, node, "must not contain a NUL character");
   }
 }
 
-std::string string_value(const toml::node& node, const std::string& key,
-                         const std::string& source) {
+std::string string_value(const toml::node& node, const std::string& key, const std::string& source,
+                         const std::string& section) {
   auto value = node.value_exact<std::string>();
-  if (!value) throw config_error(source, node.source(), "'" + key + "' must be a string");
-  refuse_nul(*value, node, "'" + key + "'", source);
+  if (!value) throw value_error(source, section, key, node, "must be a string");
+  refuse_nul(*value, node, key, source, section);
   return *value;
 }
 
@@ -171,21 +177,25 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
        "loop_poll_after_call_microseconds"},
       "host", source);
   HostSettings host;
-  host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source);
-  host.start_timeout = seconds(table, "start_timeout_seconds", host.start_timeout, source);
-  host.idle_release = seconds(table, "idle_release_seconds", host.idle_release, source);
-  host.idle_reap = seconds(table, "idle_reap_seconds", host.idle_reap, source);
-  host.shutdown_grace = seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source);
+  host.call_timeout = seconds(table, "call_timeout_seconds", host.call_timeout, source, "host");
+  host.start_timeout = seconds(table, "start_timeout_seconds", host.start_timeout, source, "host");
+  host.idle_release = seconds(table, "idle_release_seconds", host.idle_release, source, "host");
+  host.idle_reap = seconds(table, "idle_reap_seconds", host.idle_reap, source, "host");
+  host.shutdown_grace =
+      seconds(table, "shutdown_grace_seconds", host.shutdown_grace, source, "host");
   host.ram_budget = megabytes(table, "ram_budget_mb", source);
   host.ram_floor = megabytes(table, "ram_floor_mb", source);
   host.vram_reserve = mebibytes(table, "vram_reserve_mib", host.vram_reserve, source);
-  host.admission_wait = seconds(table, "admission_wait_seconds", host.admission_wait, source);
-  host.grant_lifetime = seconds(table, "grant_lifetime_seconds", host.grant_lifetime, source);
+  host.admission_wait =
+      seconds(table, "admission_wait_seconds", host.admission_wait, source, "host");
+  host.grant_lifetime =
+      seconds(table, "grant_lifetime_seconds", host.grant_lifetime, source, "host");
   if (const auto* node = table.get("simulated_gpu")) {
-    host.simulated_gpu = resolve(string_value(*node, "simulated_gpu", source), base_dir);
+    host.simulated_gpu = resolve(string_value(*node, "simulated_gpu", source, "host"), base_dir);
   }
-  host.idle_hibernate = seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source);
-  host.idle_sleep = seconds(table, "idle_sleep_seconds", host.idle_sleep, source);
+  host.idle_hibernate =
+      seconds(table, "idle_hibernate_seconds", host.idle_hibernate, source, "host");
+  host.idle_sleep = seconds(table, "idle_sleep_seconds", host.idle_sleep, source, "host");
   host.worker_poll = microseconds(table, "worker_poll_microseconds", host.worker_poll, source);
   host.loop_poll_after_call =
       microseconds(table, "loop_poll_after_call_microseconds", host.loop_poll_after_call, source);
@@ -193,27 +203,29 @@ HostSettings parse_host(const toml::table& table, const std::string& source, con
 }
 
 // `preload` names modules (the zygote gets them comma-joined); `prestart` needs a zygote.
-void parse_zygote_keys(const toml::table& table, EnvironmentConfig& env,
-                       const std::string& source) {
+void parse_zygote_keys(const toml::table& table, EnvironmentConfig& env, const std::string& source,
+                       const std::string& section) {
   if (const auto* node = table.get("preload")) {
     const auto* list = node->as_array();
     if (list == nullptr)
-      throw config_error(source, node->source(), "'preload' must be a list of module names");
+      throw value_error(source, section, "preload", *node, "must be a list of module names");
     for (const auto& item : *list) {
-      auto name = string_value(item, "preload", source);
+      auto name = string_value(item, "preload", source, section);
       if (name.empty() || name.find_first_of(", \t") != std::string::npos) {
         throw config_error(source, item.source(),
-                           "'preload' entry '" + name + "' is not a module name");
+                           "[" + section + "] 'preload' entry '" + name + "' is not a module name");
       }
       env.preload.push_back(std::move(name));
     }
   }
   if (const auto* node = table.get("prestart")) {
     const auto value = node->value_exact<bool>();
-    if (!value) throw config_error(source, node->source(), "'prestart' must be true or false");
+    if (!value) throw value_error(source, section, "prestart", *node, "must be true or false");
     if (*value && env.preload.empty()) {
       throw config_error(source, node->source(),
-                         "'prestart' starts a zygote, which needs a non-empty 'preload'");
+                         "[" + section +
+                             "] 'prestart' starts a zygote, which needs a non-empty "
+                             "'preload'");
     }
     env.prestart = *value;
   }
@@ -221,50 +233,55 @@ void parse_zygote_keys(const toml::table& table, EnvironmentConfig& env,
 
 EnvironmentConfig parse_environment(const std::string& name, const toml::table& table,
                                     const std::string& source, const std::string& base_dir) {
+  const std::string section = "env." + name;
   reject_unknown_keys(table,
-                      {"python", "path", "cwd", "env", "call_timeout_seconds", "device", "hibernate",
-                       "preload", "prestart"},
-                      "env." + name, source);
+                      {"python", "path", "cwd", "env", "call_timeout_seconds", "device",
+                       "hibernate", "preload", "prestart"},
+                      section, source);
   EnvironmentConfig env;
   env.name = name;
   if (const auto* node = table.get("python")) {
-    env.python = resolve_program(string_value(*node, "python", source), base_dir);
+    env.python = resolve_program(string_value(*node, "python", source, section), base_dir);
   }
   if (const auto* node = table.get("path")) {
     const auto* list = node->as_array();
-    if (list == nullptr) throw config_error(source, node->source(), "'path' must be a list of directories");
-    for (const auto& item : *list) env.path.push_back(resolve(string_value(item, "path", source), base_dir));
+    if (list == nullptr)
+      throw value_error(source, section, "path", *node, "must be a list of directories");
+    for (const auto& item : *list)
+      env.path.push_back(resolve(string_value(item, "path", source, section), base_dir));
   }
-  if (const auto* node = table.get("cwd")) env.cwd = resolve(string_value(*node, "cwd", source), base_dir);
+  if (const auto* node = table.get("cwd"))
+    env.cwd = resolve(string_value(*node, "cwd", source, section), base_dir);
   if (const auto* node = table.get("env")) {
     const auto* vars = node->as_table();
-    if (vars == nullptr) throw config_error(source, node->source(), "'env' must be a table of variables");
+    if (vars == nullptr)
+      throw value_error(source, section, "env", *node, "must be a table of variables");
     for (const auto& [key, value] : *vars) {
       const std::string variable(key.str());
       if (variable.empty() || variable.find_first_of(std::string("=\0", 2)) != std::string::npos) {
         throw config_error(source, key.source(),
-                           "'env' variable name " + quoted(variable) +
+                           "[" + section + "] 'env' variable name " + quoted(variable) +
                                " must be non-empty, without '=' or a NUL character");
       }
-      env.env[variable] = string_value(value, "env." + variable, source);
+      env.env[variable] = string_value(value, "env." + variable, source, section);
     }
   }
   if (table.contains("call_timeout_seconds")) {
-    env.call_timeout = seconds(table, "call_timeout_seconds", {}, source);
+    env.call_timeout = seconds(table, "call_timeout_seconds", {}, source, section);
   }
   if (const auto* node = table.get("device")) {
     const auto index = node->value_exact<int64_t>();
     if (!index || *index < 0 || *index > 255) {
-      throw config_error(source, node->source(), "'device' must be a GPU index, 0 or more");
+      throw value_error(source, section, "device", *node, "must be a GPU index from 0 to 255");
     }
     env.device = static_cast<unsigned>(*index);
   }
   if (const auto* node = table.get("hibernate")) {
     const auto value = node->value_exact<bool>();
-    if (!value) throw config_error(source, node->source(), "'hibernate' must be true or false");
+    if (!value) throw value_error(source, section, "hibernate", *node, "must be true or false");
     env.hibernate = *value;
   }
-  parse_zygote_keys(table, env, source);
+  parse_zygote_keys(table, env, source, section);
   return env;
 }
 
@@ -282,12 +299,16 @@ Config parse_config(const std::string& text, const std::string& source, const st
   config.source = source;
   if (const auto* node = root.get("host")) {
     const auto* table = node->as_table();
-    if (table == nullptr) throw config_error(source, node->source(), "[host] must be a table");
+    if (table == nullptr)
+      throw config_error(source, node->source(), "[host] must be a table, not " + shown(*node));
     config.host = parse_host(*table, source, base_dir);
   }
   if (const auto* node = root.get("env")) {
     const auto* envs = node->as_table();
-    if (envs == nullptr) throw config_error(source, node->source(), "[env] must hold [env.NAME] tables");
+    if (envs == nullptr) {
+      throw config_error(source, node->source(),
+                         "[env] must hold [env.NAME] tables, not " + shown(*node));
+    }
     for (const auto& [name, value] : *envs) {
       if (std::string(name.str()).find('\0') != std::string::npos) {
         throw config_error(source, name.source(),
@@ -296,7 +317,9 @@ Config parse_config(const std::string& text, const std::string& source, const st
       }
       const auto* table = value.as_table();
       if (table == nullptr) {
-        throw config_error(source, value.source(), "env." + std::string(name.str()) + " must be a table");
+        throw config_error(
+            source, value.source(),
+            "[env." + std::string(name.str()) + "] must be a table, not " + shown(value));
       }
       config.environments[std::string(name.str())] =
           parse_environment(std::string(name.str()), *table, source, base_dir);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <asio/post.hpp>
@@ -48,6 +50,49 @@ void copy_value_fields(const nlohmann::ordered_json& from, nlohmann::ordered_jso
   for (const char* key : {"pickle", "accept"}) {
     if (from.contains(key)) to[key] = from[key];
   }
+}
+
+// A caller's JSON value in a message: cut short, and with any bytes that are not UTF-8 replaced
+// (dump would throw on them).
+std::string shown(const nlohmann::ordered_json& value) {
+  constexpr std::size_t kMaxShown = 200;
+  auto text = value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  if (text.size() > kMaxShown) text = text.substr(0, kMaxShown) + "...";
+  return text;
+}
+
+// What is wrong with a call's or a query's fields, or nothing. Every field the pool reads or
+// forwards is checked here, before anything reads it: a wrong type read on the loop thread would
+// throw there and leave its caller unanswered.
+std::optional<std::string> request_fields_error(const Request& request) {
+  const auto& message = request.message;
+  if (!message.is_object())
+    return "a request's message must be a JSON object, not " + shown(message);
+  const auto field = [&message](const char* key) {
+    const auto it = message.find(key);
+    return it == message.end() ? nlohmann::ordered_json() : *it;
+  };
+  if (request.kind == Request::Kind::query) {
+    if (const auto op = field("op"); !op.is_null() && !op.is_string())
+      return "a query's op must be a string, not " + shown(op);
+    return std::nullopt;
+  }
+  if (request.kind != Request::Kind::call) return std::nullopt;
+  const auto target = field("target");
+  if (!target.is_string()) return "target must be a string 'module:function', not " + shown(target);
+  const auto text = target.get<std::string>();
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    return "target '" + text + "' is not of the form module:function";
+  if (const auto args = field("args"); !args.is_array())
+    return "args must be a JSON array, not " + shown(args);
+  if (const auto kwargs = field("kwargs"); !kwargs.is_object())
+    return "kwargs must be a JSON object, not " + shown(kwargs);
+  if (const auto pickle = field("pickle"); !pickle.is_null() && !pickle.is_object())
+    return "pickle must be a JSON object, not " + shown(pickle);
+  if (const auto accept = field("accept"); !accept.is_null() && !accept.is_string())
+    return "accept must be a string, not " + shown(accept);
+  return std::nullopt;
 }
 
 PoolOptions with_defaults(PoolOptions options) {
@@ -187,6 +232,23 @@ PoolStatus Pool::status_on_loop() const {
 }
 
 void Pool::submit_on_loop(Request request, Handler handler) {
+  auto answered = std::make_shared<bool>(false);
+  Handler once = [answered, handler = std::move(handler)](Outcome outcome) {
+    if (!std::exchange(*answered, true)) handler(std::move(outcome));
+  };
+  try {
+    take_on_loop(std::move(request), once);
+  } catch (const std::exception& e) {
+    spdlog::error("a request failed unexpectedly, answered with the error: {}", e.what());
+    const auto* error = dynamic_cast<const Error*>(&e);
+    once(Outcome::failure(
+        error != nullptr ? *error
+                         : Error(ErrorKind::bad_request,
+                                 std::string("the host could not take the request: ") + e.what())));
+  }
+}
+
+void Pool::take_on_loop(Request request, Handler handler) {
   // A refused request's buffers are closed before its caller hears of it.
   const auto refuse = [&](const Error& error) {
     request.buffers.close();
@@ -194,6 +256,10 @@ void Pool::submit_on_loop(Request request, Handler handler) {
   };
   if (!phase_.serving()) {
     refuse(Error(ErrorKind::shutting_down, "the host is shutting down"));
+    return;
+  }
+  if (const auto error = request_fields_error(request)) {
+    refuse(Error(ErrorKind::bad_request, *error));
     return;
   }
   if (request.kind == Request::Kind::make_room) {
@@ -210,19 +276,6 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     return;
   }
   Slot& slot = it->second;
-  if (request.kind == Request::Kind::call) {
-    const auto target = request.message.value("target", std::string());
-    const auto colon = target.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) {
-      refuse(Error(ErrorKind::bad_request,
-                   "target '" + target + "' is not of the form module:function"));
-      return;
-    }
-    if (!request.message["args"].is_array() || !request.message["kwargs"].is_object()) {
-      refuse(Error(ErrorKind::bad_request, "args must be a JSON array and kwargs a JSON object"));
-      return;
-    }
-  }
   // Release, reap, hibernate, wake and queries concern the worker that is there; they never
   // start one.
   if (request.kind != Request::Kind::call && !slot.worker) {
@@ -242,7 +295,9 @@ void Pool::submit_on_loop(Request request, Handler handler) {
     return;
   }
   if (request.kind == Request::Kind::query) {
-    slot.worker->query(request.message.value("op", std::string("ping")), std::move(handler));
+    const auto op = request.message.find("op");  // a string, null or absent (request_fields_error)
+    const bool named = op != request.message.end() && op->is_string();
+    slot.worker->query(named ? op->get<std::string>() : "ping", std::move(handler));
     return;
   }
   if (request.kind == Request::Kind::hibernate) {

@@ -135,7 +135,9 @@ class Pool : private AdmissionSteps {
   // shut the pool down.
   void wait_until_stopped();
 
-  // Loop thread only.
+  // Loop thread only. `handler` is answered exactly once, with an error should taking the
+  // request throw (take_on_loop): an exception left to the loop's catch-all would leave the
+  // caller waiting forever.
   void submit_on_loop(Request request, Handler handler);
   [[nodiscard]] PoolStatus status_on_loop() const;
   // Statuses with memory and metrics (pool_memory.cpp). Whose report a status with memory asks for.
@@ -209,6 +211,8 @@ class Pool : private AdmissionSteps {
     EnvMetrics metrics;
   };
 
+  // submit_on_loop's work, which may throw.
+  void take_on_loop(Request request, Handler handler);
   void pump(Slot& slot);
   void interrupt_on_loop(std::uint64_t ticket, std::chrono::milliseconds grace);
   void start_worker(Slot& slot);

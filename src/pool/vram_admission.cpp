@@ -31,6 +31,19 @@ bool can_take(memory::StepKind step, WorkerState state) {
   return false;
 }
 
+// The highest GPU index a request may name, as the configuration's `device` key: admission
+// numbers devices as int, so a larger index would wrap (10^12 became GPU -727379968).
+constexpr std::uint64_t kMaxDevice = 255;
+
+// A JSON integer of 0 or more, stored signed or unsigned.
+bool whole(const nlohmann::ordered_json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+}
+
+bool device_index(const nlohmann::ordered_json& v) {
+  return whole(v) && v.get<std::uint64_t>() <= kMaxDevice;
+}
+
 }  // namespace
 
 void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
@@ -65,17 +78,20 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
   }
   const auto bytes = request.value("bytes", nlohmann::ordered_json());
   const auto device = request.value("device", nlohmann::ordered_json());
-  if (!bytes.is_number_unsigned() || (!device.is_null() && !device.is_number_unsigned())) {
-    answer({{"granted", false},
-            {"outcome", "refuse"},
-            {"explanation", "reserve_vram needs a whole number of bytes and a GPU index, got bytes " +
-                                bytes.dump() + " and device " + device.dump()}});
+  if (!whole(bytes) || (!device.is_null() && !device_index(device))) {
+    answer(
+        {{"granted", false},
+         {"outcome", "refuse"},
+         {"explanation",
+          "reserve_vram needs a whole number of bytes and a GPU index from 0 to 255, got bytes " +
+              bytes.dump() + " and device " + device.dump()}});
     return;
   }
   auto job = std::make_shared<Admission>(Admission{
       .env = slot.config.name,
       .requester = w,
-      .device = device.is_null() ? slot.config.device.value_or(0) : device.get<unsigned>(),
+      .device = device.is_null() ? slot.config.device.value_or(0)
+                                 : static_cast<unsigned>(device.get<std::uint64_t>()),
       .bytes = bytes.get<std::uint64_t>(),
       .asked_at = clock().now(),
       .answer = std::move(answer),
@@ -86,14 +102,15 @@ void Pool::on_worker_request(Slot& slot, const std::shared_ptr<Worker>& w,
 void Pool::make_room_for_host(const nlohmann::ordered_json& message, Handler handler) {
   const auto bytes = message.value("bytes", nlohmann::ordered_json());
   const auto device = message.value("device", nlohmann::ordered_json(0));
-  const auto whole = [](const nlohmann::ordered_json& v) {
-    return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
-  };
-  if (!whole(bytes) || !whole(device)) {
-    handler(Outcome::failure(Error(ErrorKind::bad_request,
-                                   "make_room needs a whole number of bytes and a GPU index, "
-                                   "got bytes " +
-                                       bytes.dump() + " and device " + device.dump())));
+  if (!whole(bytes)) {
+    handler(Outcome::failure(Error(
+        ErrorKind::bad_request, "make_room needs a whole number of bytes, not " + bytes.dump())));
+    return;
+  }
+  if (!device_index(device)) {
+    handler(
+        Outcome::failure(Error(ErrorKind::bad_request,
+                               "make_room needs a GPU index from 0 to 255, not " + device.dump())));
     return;
   }
   // The caller hears exactly once: the admission's answer, or, if the admission is dropped
@@ -113,7 +130,7 @@ void Pool::make_room_for_host(const nlohmann::ordered_json& message, Handler han
   admission_.ask(std::make_shared<Admission>(Admission{
       .env = "the host",
       .for_host = true,
-      .device = device.get<unsigned>(),
+      .device = static_cast<unsigned>(device.get<std::uint64_t>()),
       .bytes = bytes.get<std::uint64_t>(),
       .asked_at = clock().now(),
       .answer = [once](nlohmann::ordered_json answer) { (*once)(std::move(answer)); },

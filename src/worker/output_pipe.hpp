@@ -7,14 +7,21 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "wire/unique_fd.hpp"
 
 namespace isohost::worker {
 
+// A line of a worker's output as the host logs and reports it: control characters other than
+// tab (C0, DEL and C1: ANSI escapes, NULs, carriage returns) and bytes that are not UTF-8 become
+// \xNN, so a worker cannot drive the operator's terminal or corrupt a log; valid UTF-8 text stays
+// as it is.
+std::string printable_line(std::string_view line);
+
 // Reads a worker's stdout or stderr line by line on the event loop, hands every line to
-// `on_line` and keeps the last few for crash reports. Output is a pipe apart from the protocol
-// socket, so nothing printed can corrupt a frame.
+// `on_line` (printable_line's form) and keeps the last few for crash reports. Output is a pipe
+// apart from the protocol socket, so nothing printed can corrupt a frame.
 class OutputPipe : public std::enable_shared_from_this<OutputPipe> {
  public:
   static constexpr std::size_t kTailLines = 20;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -170,6 +171,22 @@ TEST(Serve, AnswersCallsPsReleaseReapAndShutdown) {
   EXPECT_TRUE(host.ask({{"op", "shutdown"}})["ok"]);
   EXPECT_TRUE(host.reap().success());
   EXPECT_NE(::access(host.socket().c_str(), F_OK), 0) << "the socket file is removed";
+}
+
+// SIGHUP (the terminal closing) and SIGQUIT used to end the host on the spot: exit 129, the
+// socket file left behind. Each signal now shuts it down as `isohost shutdown` does.
+TEST(Serve, TerminalAndTerminationSignalsShutTheHostDownCleanly) {
+  for (const int signal : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
+    ServedHost host;
+    const auto reply = host.ask({{"op", "call"}, {"env", "a"}, {"target", "os:getpid"}});
+    ASSERT_TRUE(reply["ok"]) << reply.dump();
+    const auto worker = reply["value"].get<pid_t>();
+    ::kill(host.pid(), signal);
+    EXPECT_EQ(host.reap(), proc::ExitStatus::exited(0)) << strsignal(signal);
+    EXPECT_NE(::access(host.socket().c_str(), F_OK), 0)
+        << strsignal(signal) << ": the socket file is removed";
+    EXPECT_TRUE(eventually([&] { return !process_alive(worker); })) << strsignal(signal);
+  }
 }
 
 TEST(Serve, ShutdownEndsTheHostThoughClientsKeepTheirConnectionsOpen) {

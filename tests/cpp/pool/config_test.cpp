@@ -65,14 +65,17 @@ TEST(Config, BadFilesAreNamedErrorsWithAPlace) {
   };
   const Case cases[] = {
       {"[host\n", "t.toml:1:"},
-      {"[host]\ncall_timeout_second = 3\n", "t.toml:2:23: unknown key 'call_timeout_second' in [host]"},
-      {"[host]\ncall_timeout_seconds = \"soon\"\n", "must be a number of seconds"},
+      {"[host]\ncall_timeout_second = 3\n",
+       "t.toml:2:23: unknown key 'call_timeout_second' in [host]"},
+      {"[host]\ncall_timeout_seconds = \"soon\"\n",
+       "t.toml:2:24: [host] 'call_timeout_seconds' must be a number of seconds, not 'soon'"},
       {"[host]\nidle_reap_seconds = -1\n", "between 0 and"},
-      {"[env.a]\npython = 3\n", "'python' must be a string"},
+      {"[env.a]\npython = 3\n", "t.toml:2:10: [env.a] 'python' must be a string, not 3"},
       {"[host]\nram_budget_mb = 1.5\n", "'ram_budget_mb' must be a whole number of MB"},
-      {"[env.a]\npath = \"/x\"\n", "'path' must be a list"},
-      {"[env.a]\nenv = { A = 1 }\n", "'env.A' must be a string"},
-      {"[env.a]\nsurprise = true\n", "unknown key 'surprise' in [env.a] (known: call_timeout_seconds, cwd, device, env, "},
+      {"[env.a]\npath = \"/x\"\n", "[env.a] 'path' must be a list of directories, not '/x'"},
+      {"[env.a]\nenv = { A = 1 }\n", "[env.a] 'env.A' must be a string, not 1"},
+      {"[env.a]\nsurprise = true\n",
+       "unknown key 'surprise' in [env.a] (known: call_timeout_seconds, cwd, device, env, "},
       {"env = 3\n", "[env] must hold"},
       {"color = 3\n", "unknown key 'color' in [top level]"},
   };
@@ -114,7 +117,8 @@ TEST(Config, HibernationSettings) {
   EXPECT_FALSE(config.environments.at("a").hibernate);
   EXPECT_TRUE(config.environments.at("b").hibernate);
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
-           {"[env.a]\nhibernate = \"no\"\n", "t.toml:2:13: 'hibernate' must be true or false"},
+           {"[env.a]\nhibernate = \"no\"\n",
+            "t.toml:2:13: [env.a] 'hibernate' must be true or false, not 'no'"},
            {"[host]\nidle_hibernate_seconds = -1\n",
             "'idle_hibernate_seconds' must be between 0 and 31536000 seconds (a year), not -1"},
            {"[host]\nhibernate = true\n", "unknown key 'hibernate' in [host]"}}) {
@@ -138,14 +142,16 @@ TEST(Config, PollWindows) {
   EXPECT_EQ(set.worker_poll, std::chrono::microseconds(0));
   EXPECT_EQ(set.loop_poll_after_call, std::chrono::microseconds(2000));
   for (const std::string key : {"worker_poll_microseconds", "loop_poll_after_call_microseconds"}) {
-    for (const std::string value : {"-1", "1.5", "1000001", "\"100\""}) {
+    for (const std::string value : {"-1", "1.5", "1000001", "'100'"}) {
       const auto text = "[host]\n" + key + " = " + value + "\n";
       try {
         parse_config(text, "t.toml", "/base");
         ADD_FAILURE() << text;
       } catch (const isohost::Error& e) {
-        EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:2:" + std::to_string(key.size() + 4) + ": '" + key +
-                                                   "' must be a whole number from 0 to 1000000"));
+        EXPECT_THAT(
+            e.what(),
+            ::testing::HasSubstr("t.toml:2:" + std::to_string(key.size() + 4) + ": [host] '" + key +
+                                 "' must be a whole number from 0 to 1000000, not " + value));
       }
     }
   }
@@ -196,7 +202,8 @@ TEST(Config, EverySecondsKeyRefusesNanInfNegativeAndOverAYear) {
     const auto value = text.substr(text.find(" = ") + 3, text.size() - text.find(" = ") - 4);
     const auto message = refusal(text);
     EXPECT_THAT(message, HasSubstr("t.toml:2:")) << text;
-    EXPECT_THAT(message, HasSubstr("'" + key + "' must be")) << text;
+    const auto section = text.substr(0, text.find('\n'));  // [host] or [env.a]
+    EXPECT_THAT(message, HasSubstr(section + " '" + key + "' must be")) << text;
     // The value as the file wrote it (toml++ prints 1e300 as 1e+300 and +nan as nan).
     if (value == "nan" || value == "inf" || value == "-1") {
       EXPECT_THAT(message, HasSubstr("not " + value)) << text;
@@ -230,7 +237,8 @@ TEST(Config, ByteSizedKeysRefuseValuesThatWouldWrap) {
   const Case cases[] = {
       // 18446744073710 MB is 2^64 + 384000 bytes: it wrapped to a 0.4 MB budget.
       {"[host]\nram_budget_mb = 18446744073710\n",
-       "t.toml:2:17: 'ram_budget_mb' must be a whole number of MB from 0 to 1000000000000 (an "
+       "t.toml:2:17: [host] 'ram_budget_mb' must be a whole number of MB from 0 to 1000000000000 "
+       "(an "
        "exabyte), not 18446744073710"},
       {"[host]\nram_floor_mb = 18446744073710\n", "'ram_floor_mb' must be a whole number of MB"},
       {"[host]\nram_budget_mb = 9223372036854775807\n", "'ram_budget_mb' must be"},
@@ -238,7 +246,8 @@ TEST(Config, ByteSizedKeysRefuseValuesThatWouldWrap) {
       {"[host]\nram_budget_mb = -1\n", "'ram_budget_mb' must be"},
       // 2^44 MiB is 2^64 bytes: it wrapped to 0.
       {"[host]\nvram_reserve_mib = 17592186044416\n",
-       "t.toml:2:20: 'vram_reserve_mib' must be a whole number of MiB from 0 to 1099511627776 (an "
+       "t.toml:2:20: [host] 'vram_reserve_mib' must be a whole number of MiB from 0 to "
+       "1099511627776 (an "
        "exbibyte), not 17592186044416"},
       {"[host]\nvram_reserve_mib = 9223372036854775807\n", "'vram_reserve_mib' must be"},
       {"[host]\nvram_reserve_mib = 1099511627777\n", "'vram_reserve_mib' must be"},
@@ -254,6 +263,34 @@ TEST(Config, ByteSizedKeysRefuseValuesThatWouldWrap) {
   EXPECT_EQ(config.host.vram_reserve, std::uint64_t{1} << 60);
 }
 
+// A wrong type names the table and the value, as a range error does: a Python dict
+// configuration's line and column point into TOML its caller never wrote.
+TEST(Config, TypeErrorsNameTheTableAndTheValue) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[host]\ncall_timeout_seconds = \"5s\"\n",
+       "t.toml:2:24: [host] 'call_timeout_seconds' must be a number of seconds, not '5s'"},
+      {"[host]\nsimulated_gpu = 1\n", "[host] 'simulated_gpu' must be a string, not 1"},
+      {"[host]\nworker_poll_microseconds = true\n",
+       "[host] 'worker_poll_microseconds' must be a whole number from 0 to 1000000, not true"},
+      {"[host]\nram_floor_mb = \"1\"\n", "[host] 'ram_floor_mb' must be a whole number of MB"},
+      {"[env.b]\npython = 5\n", "t.toml:2:10: [env.b] 'python' must be a string, not 5"},
+      {"[env.b]\ncwd = [\"/x\"]\n", "[env.b] 'cwd' must be a string, not [ '/x' ]"},
+      {"[env.b]\npath = [\"/x\", 2]\n", "[env.b] 'path' must be a string, not 2"},
+      {"[env.b]\nenv = 3\n", "[env.b] 'env' must be a table of variables, not 3"},
+      {"[env.b]\ncall_timeout_seconds = \"x\"\n",
+       "[env.b] 'call_timeout_seconds' must be a number of seconds, not 'x'"},
+      {"[env.b]\ncall_timeout_seconds = -1\n",
+       "[env.b] 'call_timeout_seconds' must be between 0 and 31536000 seconds (a year), not -1"},
+      {"[env.b]\ndevice = 256\n", "[env.b] 'device' must be a GPU index from 0 to 255, not 256"},
+      {"[env.b]\ndevice = \"0\"\n", "[env.b] 'device' must be a GPU index from 0 to 255, not '0'"},
+      {"[env.b]\npreload = [1]\n", "[env.b] 'preload' must be a string, not 1"},
+      {"host = 3\n", "t.toml:1:8: [host] must be a table, not 3"},
+      {"env = 3\n", "[env] must hold [env.NAME] tables, not 3"},
+      {"[env]\nb = \"x\"\n", "t.toml:2:5: [env.b] must be a table, not 'x'"},
+  };
+  for (const auto& [text, says] : cases) EXPECT_THAT(refusal(text), HasSubstr(says)) << text;
+}
+
 TEST(Config, NulInAnyStringIsRefusedNamingTheKey) {
   struct Case {
     const char* text;
@@ -261,8 +298,10 @@ TEST(Config, NulInAnyStringIsRefusedNamingTheKey) {
   };
   const Case cases[] = {
       {"[env.a]\npython = \"/opt/py\\u0000thon\"\n",
-       "t.toml:2:10: 'python' must not contain a NUL character, not \"/opt/py\\u0000thon\""},
-      {"[env.a]\npath = [\"/ok\", \"/x\\u0000y\"]\n", "t.toml:2:16: 'path' must not contain a NUL"},
+       "t.toml:2:10: [env.a] 'python' must not contain a NUL character, not "
+       "\"/opt/py\\u0000thon\""},
+      {"[env.a]\npath = [\"/ok\", \"/x\\u0000y\"]\n",
+       "t.toml:2:16: [env.a] 'path' must not contain a NUL"},
       {"[env.a]\ncwd = \"/x\\u0000y\"\n", "'cwd' must not contain a NUL"},
       {"[env.a]\nenv = { A = \"x\\u0000y\" }\n", "'env.A' must not contain a NUL"},
       {"[env.a]\npreload = [\"nu\\u0000mpy\"]\n", "'preload' must not contain a NUL"},

@@ -95,6 +95,57 @@ TEST_F(PoolBadInput, MalformedTargetAndArgumentsAreBadRequests) {
   EXPECT_EQ(call_error(pool().call("nope", "m:f")).kind(), ErrorKind::unknown_environment);
 }
 
+// Each field a request's handling reads is checked first: a target of 5 was once read as a
+// string on the loop thread, which threw there and left its caller waiting forever.
+TEST_F(PoolBadInput, FieldsOfTheWrongTypeAreBadRequestsNamingTheValue) {
+  using Json = nlohmann::ordered_json;
+  make_pool(fixture_config({"a"}));
+  const auto call = [](Json target, Json args = Json::array(), Json kwargs = Json::object()) {
+    return Json{
+        {"target", std::move(target)}, {"args", std::move(args)}, {"kwargs", std::move(kwargs)}};
+  };
+  auto with = [](Json message, const char* key, Json value) {
+    message[key] = std::move(value);
+    return message;
+  };
+  const std::pair<Json, std::string> cases[] = {
+      {call(5), "target must be a string 'module:function', not 5"},
+      {call(nullptr), "target must be a string 'module:function', not null"},
+      {call(Json::array({"m", "f"})),
+       "target must be a string 'module:function', not [\"m\",\"f\"]"},
+      {Json{{"args", Json::array()}, {"kwargs", Json::object()}},
+       "target must be a string 'module:function', not null"},
+      {call("no-colon"), "target 'no-colon' is not of the form module:function"},
+      {call("m:f", 3), "args must be a JSON array, not 3"},
+      {call("m:f", Json::array(), Json::array()), "kwargs must be a JSON object, not []"},
+      {with(call("m:f"), "pickle", 5), "pickle must be a JSON object, not 5"},
+      {with(call("m:f"), "accept", true), "accept must be a string, not true"},
+      {Json(5), "a request's message must be a JSON object, not 5"},
+  };
+  for (const auto& [message, says] : cases) {
+    const auto error = call_error(pool().submit(Request{Request::Kind::call, "a", message}));
+    EXPECT_EQ(error.kind(), ErrorKind::bad_request) << message.dump();
+    EXPECT_EQ(std::string(error.what()), says);
+  }
+  const auto query = call_error(pool().submit(Request{Request::Kind::query, "a", {{"op", 5}}}));
+  EXPECT_EQ(query.kind(), ErrorKind::bad_request);
+  EXPECT_EQ(std::string(query.what()), "a query's op must be a string, not 5");
+  const auto room = call_error(pool().submit(Request{Request::Kind::make_room, "", Json::array()}));
+  EXPECT_EQ(std::string(room.what()), "a request's message must be a JSON object, not []");
+  EXPECT_EQ(pool().call("a", "isohost_test_funcs:add", {2, 2}).get(), 4) << "serving on";
+}
+
+// Whatever else throws while a request is taken answers that request with the error, not the
+// loop's catch-all: a make_room whose bytes hold no UTF-8 cannot even be shown.
+TEST_F(PoolBadInput, ARequestThatThrowsIsAnsweredWithTheError) {
+  make_pool(fixture_config({"a"}));
+  const auto error = call_error(
+      pool().submit(Request{Request::Kind::make_room, "", {{"bytes", std::string("\xff")}}}));
+  EXPECT_EQ(error.kind(), ErrorKind::bad_request);
+  EXPECT_THAT(error.what(), HasSubstr("the host could not take the request: "));
+  EXPECT_THAT(error.what(), HasSubstr("invalid UTF-8"));
+}
+
 TEST_F(PoolBadInput, UnserialisableResultIsReported) {
   make_pool(fixture_config({"a"}));
   const auto error = call_error(pool().call("a", "isohost_test_funcs:not_json"));

@@ -122,6 +122,38 @@ TEST_F(VramAdmission, TheHostItselfMakesRoomWithIdleWorkersAndBooksNothing) {
   }
 }
 
+// A device index is bounded as the configuration's `device` key is: 10^12 was once truncated to
+// GPU 3567587328 in the log and -727379968 in the refusal.
+TEST_F(VramAdmission, TheHostsMakeRoomNamesABadDeviceOrSize) {
+  pool::Pool pool(card(1000));
+  const auto make_room = [&pool](Json message) {
+    return pool.submit({pool::Request::Kind::make_room, "", std::move(message)});
+  };
+  const std::pair<Json, std::string> cases[] = {
+      {{{"bytes", 1}, {"device", 1'000'000'000'000}},
+       "make_room needs a GPU index from 0 to 255, not 1000000000000"},
+      {{{"bytes", 1}, {"device", 256}}, "make_room needs a GPU index from 0 to 255, not 256"},
+      {{{"bytes", 1}, {"device", -1}}, "make_room needs a GPU index from 0 to 255, not -1"},
+      {{{"bytes", 1}, {"device", "0"}}, "make_room needs a GPU index from 0 to 255, not \"0\""},
+      {{{"bytes", 1.5}}, "make_room needs a whole number of bytes, not 1.5"},
+      {{{"device", 0}}, "make_room needs a whole number of bytes, not null"},
+  };
+  for (const auto& [message, says] : cases) {
+    try {
+      make_room(message).get();
+      ADD_FAILURE() << "taken: " << message.dump();
+    } catch (const isohost::Error& e) {
+      EXPECT_EQ(e.kind(), isohost::ErrorKind::bad_request) << e.what();
+      EXPECT_EQ(std::string(e.what()), says);
+    }
+  }
+  // The highest index is taken, and refused as a device the card does not have.
+  const auto answer = make_room({{"bytes", 1}, {"device", 255}}).get();
+  EXPECT_FALSE(answer["granted"]) << answer.dump();
+  EXPECT_NE(answer["explanation"].get<std::string>().find("GPU 255"), std::string::npos)
+      << answer.dump();
+}
+
 TEST_F(VramAdmission, RefusesWhatCannotFitWithTheArithmetic) {
   pool::Pool pool(card(1000));
   const auto answer = reserve(pool, "b", 2000);

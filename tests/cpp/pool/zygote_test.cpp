@@ -159,10 +159,12 @@ TEST(ZygoteConfig, PreloadAndPrestartAreReadAndChecked) {
   EXPECT_TRUE(config.environments.at("v").prestart);
   const std::pair<const char*, const char*> bad[] = {
       {"[env.v]\nprestart = true\n",
-       "t.toml:2:12: 'prestart' starts a zygote, which needs a non-empty 'preload'"},
-      {"[env.v]\npreload = \"torch\"\n", "t.toml:2:11: 'preload' must be a list of module names"},
-      {"[env.v]\npreload = [\"a,b\"]\n", "'preload' entry 'a,b' is not a module name"},
-      {"[env.v]\npreload = [\"torch\"]\nprestart = 1\n", "'prestart' must be true or false"},
+       "t.toml:2:12: [env.v] 'prestart' starts a zygote, which needs a non-empty 'preload'"},
+      {"[env.v]\npreload = \"torch\"\n",
+       "t.toml:2:11: [env.v] 'preload' must be a list of module names, not 'torch'"},
+      {"[env.v]\npreload = [\"a,b\"]\n", "[env.v] 'preload' entry 'a,b' is not a module name"},
+      {"[env.v]\npreload = [\"torch\"]\nprestart = 1\n",
+       "[env.v] 'prestart' must be true or false, not 1"},
   };
   for (const auto& [text, says] : bad) {
     try {

@@ -1,0 +1,111 @@
+// A worker's output reaches the host's log and crash reports with its control bytes escaped:
+// what a worker prints must not drive the operator's terminal.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <mutex>
+
+#include <spdlog/sinks/sink.h>
+#include <spdlog/spdlog.h>
+
+#include "pool/pool.hpp"
+#include "support/test_support.hpp"
+#include "worker/output_pipe.hpp"
+
+namespace isohost::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PrintableLine, EscapesControlBytesAndKeepsUtf8Text) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"plain text", "plain text"},
+      {"tab\tstays", "tab\tstays"},
+      {"\x1b[31mNOISY\x1b[0m", "\\x1b[31mNOISY\\x1b[0m"},
+      {std::string("nul\0one\x01two\x02", 12), "nul\\x00one\\x01two\\x02"},
+      {"cr\rdel\x7f", "cr\\x0ddel\\x7f"},
+      {"caf\xc3\xa9 \xe7\x94\xbb \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe7\x94\xbb \xf0\x9f\x98\x80"},
+      {"csi \xc2\x9b[2J", "csi \\xc2\\x9b[2J"},      // U+009B, a C1 control
+      {"nbsp \xc2\xa0", "nbsp \xc2\xa0"},            // U+00A0, printable
+      {"bad \xff byte", "bad \\xff byte"},           // never UTF-8
+      {"cut \xe7\x94", "cut \\xe7\\x94"},            // a sequence cut short
+      {"overlong \xc0\xaf", "overlong \\xc0\\xaf"},  // '/' written in two bytes
+      {"surrogate \xed\xa0\x80", "surrogate \\xed\\xa0\\x80"},
+      {"stray \x80", "stray \\x80"},
+  };
+  for (const auto& [line, shown] : cases) EXPECT_EQ(printable_line(line), shown) << shown;
+}
+
+// Collects the messages the host logs while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<Sink>()) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  std::string text() { return sink_->text(); }
+
+ private:
+  class Sink : public spdlog::sinks::sink {
+   public:
+    void log(const spdlog::details::log_msg& msg) override {
+      const std::lock_guard lock(mutex_);
+      text_.append(msg.payload.data(), msg.payload.size()).push_back('\n');
+    }
+    void flush() override {}
+    void set_pattern(const std::string&) override {}
+    void set_formatter(std::unique_ptr<spdlog::formatter>) override {}
+    std::string text() {
+      const std::lock_guard lock(mutex_);
+      return text_;
+    }
+
+   private:
+    std::mutex mutex_;
+    std::string text_;
+  };
+  std::shared_ptr<Sink> sink_;
+};
+
+TEST(PoolWorkerOutput, ControlBytesAreEscapedInTheLogAndTheCrashReport) {
+  test_support::TempDir dir;
+  std::ofstream(dir.path + "/isohost_noisy.py")
+      << "import os\n"
+         "def noisy():\n"
+         "    os.write(1, b'OUT \\x1b[31mNOISY\\x1b[0m\\x00\\x01\\x02\\ttab caf\\xc3\\xa9\\n')\n"
+         "    os.write(2, b'ERR bad \\xff byte \\xc2\\x9b\\n')\n"
+         "    return 1\n"
+         "def dies():\n"
+         "    os.write(2, b'LAST \\x1b[2Jwords\\n')\n"
+         "    os._exit(3)\n";
+  auto config = test_support::fixture_config({"a"});
+  config.environments["a"].path.push_back(dir.path);
+  LogCapture log;
+  {
+    pool::Pool pool(config);
+    EXPECT_EQ(pool.call("a", "isohost_noisy:noisy").get(), 1);
+    const auto error = test_support::call_error(pool.call("a", "isohost_noisy:dies"));
+    EXPECT_THAT(error.what(), HasSubstr("LAST \\x1b[2Jwords"));
+    EXPECT_TRUE(test_support::eventually(
+        [&log] { return log.text().find("ERR bad") != std::string::npos; }));
+  }
+  const auto text = log.text();
+  EXPECT_THAT(text, HasSubstr("OUT \\x1b[31mNOISY\\x1b[0m\\x00\\x01\\x02\ttab caf\xc3\xa9"));
+  EXPECT_THAT(text, HasSubstr("ERR bad \\xff byte \\xc2\\x9b"));
+  EXPECT_THAT(text, HasSubstr("LAST \\x1b[2Jwords"));
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\0'), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace isohost::worker
