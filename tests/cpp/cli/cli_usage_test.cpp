@@ -21,20 +21,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Run {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
 // `args` after the binary, run by the shell.
-Run isohost(const std::string& args) {
-  Run r;
-  FILE* pipe = ::popen((std::string(ISOHOST_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+test_support::ShellRun isohost(const std::string& args) {
+  return test_support::run_shell(std::string(ISOHOST_BINARY) + " " + args);
 }
 
 // A configuration whose environment starts its zygote with the host.

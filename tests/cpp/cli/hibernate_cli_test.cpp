@@ -24,20 +24,7 @@ using isohost::test_support::eventually;
 using isohost::test_support::process_alive;
 using ::testing::HasSubstr;
 
-struct Run {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-Run run(const std::string& command) {
-  Run r;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+test_support::ShellRun run(const std::string& command) { return test_support::run_shell(command); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);

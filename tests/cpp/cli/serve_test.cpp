@@ -358,16 +358,6 @@ TEST(Serve, StaleSocketFromADeadHostIsReplacedAndALiveOneRefused) {
   EXPECT_TRUE(second.ask({{"op", "ps"}})["ok"]);
 }
 
-// `command` run by the shell, with its exit code and its stdout and stderr together.
-std::pair<int, std::string> run_shell(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 TEST(Serve, AConfigThatIsNotAFileIsNamedWithWhatIsWrong) {
   isohost::test_support::TempDir dir;
   const std::string binary = ISOHOST_BINARY;
@@ -376,7 +366,7 @@ TEST(Serve, AConfigThatIsNotAFileIsNamedWithWhatIsWrong) {
     for (const auto& command :
          {binary + " serve --config " + config + " --socket " + dir.path + "/control.sock",
           binary + " call --config " + config + " a fixtures_mod:add"}) {
-      const auto [status, out] = run_shell(command);
+      const auto [status, out] = test_support::run_shell(command);
       EXPECT_EQ(status, 2) << command << "\n" << out;
       EXPECT_THAT(out,
                   HasSubstr("isohost: ConfigError: configuration file '" + config + "': " + why))

@@ -57,6 +57,16 @@ int open_descriptor_count() {
   return static_cast<int>(directory_entries("/proc/self/fd").size());
 }
 
+ShellRun run_shell(const std::string& command) {
+  ShellRun run;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
 namespace {
 
 // Field 3 (state) and field 5 (pgrp) of /proc/PID/stat.

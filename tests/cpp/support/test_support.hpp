@@ -38,6 +38,14 @@ isohost::Error call_error(std::future<nlohmann::ordered_json> future);
 
 int open_descriptor_count();
 
+// `command` run by the shell: its exit code (-1 where a signal ended it), and its stdout and
+// stderr together.
+struct ShellRun {
+  int status = -1;
+  std::string out;
+};
+ShellRun run_shell(const std::string& command);
+
 bool process_alive(pid_t pid);  // running, not a zombie
 
 // Pids of live processes whose process group is `pgid`.
