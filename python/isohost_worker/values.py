@@ -878,10 +878,10 @@ def _numpy_module(module):
     other numpy than ComfyUI's: numpy 1 has only stubs of a few numpy._core modules, and numpy 2
     warns on each use of a numpy.core one."""
     top, _, rest = module.partition(".")
-    if top != "numpy" or rest.partition(".")[0] not in ("core", "_core"):
+    package, dot, inner = rest.partition(".")
+    if top != "numpy" or package not in ("core", "_core"):
         return module
-    core = "numpy._core" if _numpy_major() >= 2 else "numpy.core"
-    return core + module[len("numpy.") + len(rest.partition(".")[0]):]
+    return ("numpy._core" if _numpy_major() >= 2 else "numpy.core") + dot + inner
 
 
 @functools.lru_cache(maxsize=None)

@@ -271,8 +271,9 @@ EnvironmentConfig parse_environment(const std::string& name, const toml::table& 
   }
   if (const auto* node = table.get("device")) {
     const auto index = node->value_exact<int64_t>();
-    if (!index || *index < 0 || *index > 255) {
-      throw value_error(source, section, "device", *node, "must be a GPU index from 0 to 255");
+    if (!index || *index < 0 || *index > kMaxDevice) {
+      throw value_error(source, section, "device", *node,
+                        "must be a GPU index from 0 to " + std::to_string(kMaxDevice));
     }
     env.device = static_cast<unsigned>(*index);
   }

@@ -69,6 +69,10 @@ struct HostSettings {
   std::chrono::microseconds loop_poll_after_call{0};
 };
 
+// The highest GPU index a configuration or a request may name; admission numbers devices as
+// int, so a larger one would wrap (10^12 became GPU -727379968).
+inline constexpr unsigned kMaxDevice = 255;
+
 struct EnvironmentConfig {
   std::string name;
   std::string python = "python3";
@@ -80,7 +84,7 @@ struct EnvironmentConfig {
   // The GPU its workers use (NVML's index, which is PCI bus order): they see only that card
   // (CUDA_VISIBLE_DEVICES) and their reservations are booked on it. Unset: the workers see
   // every card and are booked on GPU 0.
-  std::optional<unsigned> device;
+  std::optional<unsigned> device;  // at most kMaxDevice
   // False: this environment's worker is never hibernated (by timer, request or admission).
   bool hibernate = true;
   // Modules a zygote imports once; non-empty turns the zygote on, and workers are forked from

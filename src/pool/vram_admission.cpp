@@ -31,17 +31,13 @@ bool can_take(memory::StepKind step, WorkerState state) {
   return false;
 }
 
-// The highest GPU index a request may name, as the configuration's `device` key: admission
-// numbers devices as int, so a larger index would wrap (10^12 became GPU -727379968).
-constexpr std::uint64_t kMaxDevice = 255;
-
 // A JSON integer of 0 or more, stored signed or unsigned.
 bool whole(const nlohmann::ordered_json& v) {
   return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
 }
 
 bool device_index(const nlohmann::ordered_json& v) {
-  return whole(v) && v.get<std::uint64_t>() <= kMaxDevice;
+  return whole(v) && v.get<std::uint64_t>() <= kMaxDevice;  // pool/config.hpp
 }
 
 }  // namespace
