@@ -5,7 +5,9 @@
 # wheels in .whl/ (docs/comfyui.md, "On the GPU"); the fixtures and the isohost package built for
 # its python3 under .gpu/ (bench/gpu/prepare.sh). Usage: bench/gpu/comfyui.sh BINARY OUT_DIR [bench]
 # (bench: the benchmark alone, about 3 minutes; node-ab: bench/gpu/copy_probe.py,
-# bench/comfyui/omp_wait_probe.py and bench/gpu/node_ab.py, about 4 minutes)
+# bench/comfyui/omp_wait_probe.py and bench/gpu/node_ab.py, about 4 minutes; COPY_PROBE=0 leaves
+# the first out, OMP_PROBE_POLICIES adds policies to the second, NODE_AB_SETTINGS and
+# NODE_AB_ROUNDS set the third's)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=$1 out=$2
@@ -15,8 +17,10 @@ export ISOHOST_COMFY_PYTHON=python3 ISOHOST_PACK_PYTHON=python3 ISOHOST_COMFY_DE
   ISOHOST_COMFY_PYTHONPATH=/tmp/isohost-site ISOHOST_BUILD_PYTHON=$PWD/.gpu/python \
   ISOHOST_COMFYUI_FIXTURES=$PWD/.gpu/comfyui ISOHOST_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
 if [ "${3:-}" = node-ab ]; then
-  python3 bench/gpu/copy_probe.py 2>&1 | tee "$out/copy-probe.txt"
-  timeout 60 python3 bench/comfyui/omp_wait_probe.py 2>&1 | tee "$out/omp-wait-probe.txt"
+  [ "${COPY_PROBE:-1}" = 0 ] || python3 bench/gpu/copy_probe.py 2>&1 | tee "$out/copy-probe.txt"
+  # shellcheck disable=SC2086 # one word per policy
+  timeout 90 python3 bench/comfyui/omp_wait_probe.py 400 ${OMP_PROBE_POLICIES:-} 2>&1 |
+    tee "$out/omp-wait-probe.txt"
   ISOHOST_COMFY_DEVICE=cpu PYTHONPATH=/tmp/isohost-site timeout 420 python3 bench/gpu/node_ab.py \
     ${NODE_AB_ROUNDS:-3} 300 ${NODE_AB_SETTINGS:-one-thread=ISOHOST_COPY_THREADS=1 default=} 2>&1 | tee "$out/node-ab.txt"
   exit 0
