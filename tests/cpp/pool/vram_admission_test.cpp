@@ -154,6 +154,37 @@ TEST_F(VramAdmission, TheHostsMakeRoomNamesABadDeviceOrSize) {
       << answer.dump();
 }
 
+// The worker's reserve_vram checks its arguments first; a worker that is not this runtime may
+// send anything, and the host refuses it by name and serves on.
+TEST_F(VramAdmission, AWorkersReserveNamesABadDeviceOrSize) {
+  pool::Pool pool(card(1000));
+  const std::vector<std::pair<Json, std::string>> cases = {
+      {{{"bytes", 1}, {"device", 256}}, "got bytes 1 and device 256"},
+      {{{"bytes", 1}, {"device", 1'000'000'000'000}}, "got bytes 1 and device 1000000000000"},
+      {{{"bytes", 1}, {"device", -1}}, "got bytes 1 and device -1"},
+      {{{"bytes", 1}, {"device", "0"}}, "got bytes 1 and device \"0\""},
+      {{{"bytes", -5}}, "got bytes -5 and device null"},
+      {{{"bytes", 1.5}, {"device", 0}}, "got bytes 1.5 and device 0"},
+  };
+  for (const auto& [message, named] : cases) {
+    const auto answer = pool.call("a", "isohost_sim_vram:reserve_raw", {message}).get();
+    EXPECT_EQ(answer["granted"], false) << message.dump();
+    EXPECT_EQ(answer["outcome"], "refuse") << message.dump();
+    EXPECT_NE(
+        answer["explanation"].get<std::string>().find(
+            "reserve_vram needs a whole number of bytes and a GPU index from 0 to 255, " + named),
+        std::string::npos)
+        << answer.dump();
+  }
+  // The highest index passes the check (and is refused as a device the card does not have).
+  const auto highest =
+      pool.call("a", "isohost_sim_vram:reserve_raw", {Json{{"bytes", 1}, {"device", 255}}}).get();
+  EXPECT_FALSE(highest["granted"]) << highest.dump();
+  EXPECT_NE(highest["explanation"].get<std::string>().find("GPU 255"), std::string::npos)
+      << highest.dump();
+  EXPECT_TRUE(reserve(pool, "a", 300)["granted"]);  // the worker and the host serve on
+}
+
 TEST_F(VramAdmission, RefusesWhatCannotFitWithTheArithmetic) {
   pool::Pool pool(card(1000));
   const auto answer = reserve(pool, "b", 2000);

@@ -76,6 +76,14 @@ def reserve_after_mark(mark, mib):
     return reserve(mib)
 
 
+def reserve_raw(message):
+    """Send `message` to the host as a reserve_vram request as it is, past reserve_vram's own
+    checks (a worker that is not this runtime), and return the host's answer."""
+    from isohost_worker import runtime
+
+    return runtime.current.ask(dict(message, op="reserve_vram"))
+
+
 def reserve_in_context(mib):
     """reserve_vram as a context manager: the refusal raises VramRefused."""
     with isohost_worker.reserve_vram(mib * MIB) as reservation:
