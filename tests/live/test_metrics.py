@@ -255,6 +255,20 @@ def test_clean_shutdown_ends_isohost_web(served_host):
                      host.log_path.read_text())
 
 
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])
+def test_a_terminal_or_termination_signal_to_the_host_ends_isohost_web(served_host,
+                                                                       signal_number):
+    # serve shuts down on each as on `isohost shutdown`: its sidecar goes with it, reaped.
+    host = served_host(["--metrics", "127.0.0.1:0"])
+    metrics_url(host)
+    sidecar = sidecar_of(host)
+    host.proc.send_signal(signal_number)
+    assert host.proc.wait(timeout=30) == 0
+    assert not os.path.exists("/proc/%d" % sidecar)  # reaped by the host, not left a zombie
+    assert re.search(r"isohost-web \(pid %d\) stopped: killed by SIGTERM" % sidecar,
+                     host.log_path.read_text())
+
+
 def test_a_busy_port_stops_serve_with_the_reason(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
