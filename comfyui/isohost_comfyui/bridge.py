@@ -20,6 +20,26 @@ def serve(host):
     host.on_ask("comfy.send_progress_text", _send_progress_text)
     host.on_ask("comfy.free_memory", _free_memory_for_worker)
     host.on_ask("comfy.prompt_queue", _prompt_queue)
+    host.on_ask("comfy.interrupt", _node_interrupt)
+
+
+# What the running node asked of ComfyUI's interrupt flag (True, False), or None: set once the
+# node has returned (apply_node_interrupt), where in process the next node sees it. One prompt
+# runs at a time, on the thread these handlers run on.
+_node_interrupt_value = None
+
+
+def _node_interrupt(value):
+    global _node_interrupt_value
+    _node_interrupt_value = bool(value["value"])
+
+
+def apply_node_interrupt():
+    """Sets ComfyUI's interrupt flag as the node that just ran asked, if it did."""
+    global _node_interrupt_value
+    value, _node_interrupt_value = _node_interrupt_value, None
+    if value is not None:
+        comfy.model_management.interrupt_current_processing(value)
 
 
 def _progress(value):

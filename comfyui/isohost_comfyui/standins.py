@@ -18,7 +18,7 @@ import comfy.model_management
 
 import isohost
 
-from . import errors, held, objects
+from . import bridge, errors, held, objects
 from .models import refuse_model_inputs
 from .worker_settings import reference as settings_reference
 
@@ -57,6 +57,8 @@ class Runner:
             self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
             self._settled.discard(env)
             raise
+        finally:
+            bridge.apply_node_interrupt()
 
     def _call(self, env, node, function, *args, **kwargs):
         settings = self.worker_settings[env]
@@ -214,9 +216,29 @@ def _validate_inputs(runner, env, pack_dir, name, parameters):
         passed = "dict(%s, **more)" % passed
     source = "def VALIDATE_INPUTS(%s):\n    return _call(%s)\n" % (signature, passed)
     scope = {"_call": lambda inputs: runner.call(env, name, "validate_inputs", pack_dir, name,
-                                                 list(inputs.items()))}
+                                                 _types_as_names(list(inputs.items())))}
     exec(source, scope)  # noqa: S102 (names checked above: identifiers only)
     return classmethod(scope["VALIDATE_INPUTS"])
+
+
+def _types_as_names(items):
+    """VALIDATE_INPUTS's `input_types` ({input: the type linked to it}) with each type a plain
+    name, or {WILDCARD: name} for one that matches every other: the linked node's types are
+    often instances of a pack's own str subclass (`AnyType`), or ours, which the worker cannot
+    unpickle; the worker makes a wildcard one again (isohost_comfy_worker.nodes)."""
+    return [(key, {k: _type_name(v) for k, v in value.items()}
+             if key == "input_types" and isinstance(value, dict) else value)
+            for key, value in items]
+
+
+def _type_name(value):
+    if not isinstance(value, str) or type(value) is str:
+        return value
+    try:
+        matches_anything = not (value != "isohost-type-probe")
+    except Exception:  # a pack's str subclass may raise anything
+        matches_anything = False
+    return {_WILDCARD: str.__str__(value)} if matches_anything else str.__str__(value)
 
 
 def _input_types(described, class_based, open_inputs):

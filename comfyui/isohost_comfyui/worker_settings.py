@@ -8,8 +8,9 @@ import json
 
 import folder_paths
 
-# Command-line settings that concern this process only, not how a node behaves.
-_HOST_ONLY = {"listen", "port", "enable_cors_header", "max_upload_size", "extra_model_paths_config",
+# Command-line settings that concern this process only, not how a node behaves. Its address and
+# port go to the workers: a pack that calls ComfyUI's own HTTP API reads them.
+_HOST_ONLY = {"enable_cors_header", "max_upload_size", "extra_model_paths_config",
               "cuda_device", "front_end_version", "front_end_root", "user_directory",
               "output_directory", "temp_directory", "input_directory", "tls_keyfile",
               "tls_certfile", "auto_launch", "disable_auto_launch", "quick_test_for_ci",

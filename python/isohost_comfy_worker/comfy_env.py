@@ -101,6 +101,13 @@ class _PromptServer:
         self.client_id = None
         self.last_node_id = None
         self.last_prompt_id = None
+        # Where the host's ComfyUI listens, as its server says once it serves (a pack calling
+        # ComfyUI's own HTTP API reads them), and what its front end is told it supports.
+        import comfy.cli_args
+
+        self.address = str(comfy.cli_args.args.listen).split(",")[0]
+        self.port = comfy.cli_args.args.port
+        self.supports = ["custom_nodes_from_web"]
 
     @property
     def number(self):
@@ -164,6 +171,12 @@ def _install_server():
         instance = _PromptServer()
 
     module.PromptServer = PromptServer
+    try:  # packs import it from `server`, which imports it from ComfyUI's protocol module
+        from protocol import BinaryEventTypes
+
+        module.BinaryEventTypes = BinaryEventTypes
+    except ImportError:  # a ComfyUI older than its protocol module
+        pass
     sys.modules["server"] = module
 
 
@@ -210,5 +223,14 @@ def _install_interrupt():
             raise mm.InterruptProcessingException()
         original_throw()
 
+    def interrupt_current_processing(value=True):
+        # A node that interrupts its own prompt (ImpactInterrupt, an image chooser's cancel,
+        # through nodes.interrupt_processing) interrupts the host's: the host sets ComfyUI's flag
+        # once the node has returned, as its next node then sees it in process. Asked, not told,
+        # so that the host has it before the node's reply. The worker's own flag stays clear:
+        # set, it would interrupt the worker's next call, in another prompt.
+        isohost_worker.ask("comfy.interrupt", {"value": bool(value)})
+
     mm.processing_interrupted = processing_interrupted
     mm.throw_exception_if_processing_interrupted = throw_exception_if_processing_interrupted
+    mm.interrupt_current_processing = interrupt_current_processing

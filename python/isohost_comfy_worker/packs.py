@@ -3,6 +3,7 @@ load_custom_node): its __init__.py as a module named after the directory, regist
 sys.modules first, relative imports resolved inside it. Imported once per worker."""
 
 import importlib.util
+import logging
 import os
 import sys
 
@@ -48,7 +49,67 @@ def load(pack_dir):
         if not _importing:  # what the pack scheduled on the server loop at import runs now
             server_loop.start()
     _loaded[pack_dir] = module
+    _register_in_nodes()
     return module
+
+
+def _register_in_nodes():
+    """The loaded packs' nodes in ComfyUI's `nodes.NODE_CLASS_MAPPINGS` (and their display names
+    in NODE_DISPLAY_NAME_MAPPINGS), as ComfyUI's load_custom_node puts every pack's: loop and
+    switch nodes look up the classes of the prompt's nodes there. Where no pack has imported
+    `nodes` yet, once one does (_NodesImported)."""
+    nodes = sys.modules.get("nodes")
+    if nodes is None or not hasattr(nodes, "NODE_CLASS_MAPPINGS"):
+        _NodesImported.install()
+        return
+    for pack_dir, module in _loaded.items():
+        if pack_dir in _registered:
+            continue
+        _registered.add(pack_dir)
+        try:
+            classes = node_classes(pack_dir)
+        except Exception as e:  # the pack's own calls fail where it is used, with their cause
+            logging.warning("isohost: the nodes of %s are not in ComfyUI's `nodes` module in "
+                            "this worker: %s: %s", pack_dir, type(e).__name__, e)
+            continue
+        for name, cls in classes.items():  # a built-in node keeps its name, as in ComfyUI
+            nodes.NODE_CLASS_MAPPINGS.setdefault(name, cls)
+        nodes.NODE_DISPLAY_NAME_MAPPINGS.update(
+            getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
+
+
+_registered = set()  # the packs whose nodes are in `nodes` already
+
+
+class _NodesImported:
+    """An import hook that registers the loaded packs' nodes once ComfyUI's `nodes` module is
+    imported (a pack may import it in a node's function), then removes itself."""
+
+    @classmethod
+    def install(cls):
+        if not any(isinstance(finder, cls) for finder in sys.meta_path):
+            sys.meta_path.insert(0, cls())
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "nodes":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _RegisteringLoader(spec.loader)
+        return spec
+
+
+class _RegisteringLoader:
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _register_in_nodes()
 
 
 def node_classes(pack_dir):

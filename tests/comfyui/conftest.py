@@ -95,6 +95,27 @@ def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyu
                        args=args, cpu=DEVICE == "cpu")
 
 
+IDIOMS = TEST_PACKS / "isohost_idiom_nodes"
+
+
+@pytest.fixture(scope="session")
+def idiom_servers(comfy_tree, tmp_path_factory):
+    """{"isolated", "in_process"}: the idiom pack (tests/comfyui/test_idioms_*.py) isolated in a
+    worker under ComfyUI's own interpreter, and in process; started once for every idiom
+    test."""
+    base = tmp_path_factory.mktemp("idioms")
+    started = {}
+    try:
+        started["isolated"] = start_server(comfy_tree, base / "isolated",
+                                           envs={"idioms": (COMFY_PYTHON, [IDIOMS])})
+        started["in_process"] = start_server(comfy_tree, base / "in_process",
+                                             custom_nodes=[IDIOMS])
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
 @pytest.fixture
 def server_factory(comfy_tree, tmp_path):
     """start(name, **options) -> a running ComfyServer, stopped (and checked) afterwards."""
