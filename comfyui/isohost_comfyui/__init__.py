@@ -42,6 +42,7 @@ import nodes  # noqa: E402
 import isohost  # noqa: E402
 
 from . import bridge, catalog, held, pack_routes, standins, status_route  # noqa: E402
+from . import model_folders  # noqa: E402
 from . import torch_threads  # noqa: E402
 from . import settings as settings_module  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
@@ -100,6 +101,8 @@ def _load_pack(runner, routes, cache, env, pack_dir, env_config):
                          ", ... (%d in all)" % len(replaced) if len(replaced) > 5 else ""),
                      "; is the pack also in custom_nodes/? There it runs in ComfyUI's process "
                      "too: move it out" if len(replaced) > 1 else "")
+    # Before its stand-ins: the folders the pack registered in its worker, which they list.
+    model_folders.register(description.get("model_folders"), pack_dir)
     for name, node in description["nodes"].items():
         NODE_CLASS_MAPPINGS[name] = standins.make(runner, env, pack_dir, name, node)
     NODE_DISPLAY_NAME_MAPPINGS.update(description.get("display_names") or {})

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 
-FORMAT = 7
+FORMAT = 8
 
 
 def fingerprint(pack_dir, env_config):

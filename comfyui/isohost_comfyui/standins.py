@@ -325,25 +325,37 @@ def _with_file_lists(input_types, file_lists):
     the host's folder_paths now, as the real INPUT_TYPES fills them each time it is asked."""
     if not file_lists:
         return input_types
-    import folder_paths
-
     for category, inputs in file_lists.items():
         for name, parts in inputs.items():
             spec = input_types.get(category, {}).get(name)
-            if spec is None:
+            options = None if spec is None else _file_list_options(parts)
+            if options is None:
                 continue
-            options = []
-            for part in parts:
-                if isinstance(part, dict):
-                    options += folder_paths.get_filename_list(part["folder"])
-                else:
-                    options.append(part)
             if isinstance(spec[0], (list, tuple)):
                 spec = (options,) + tuple(spec[1:])
             else:  # ("COMBO", {"options": [...]})
                 spec = (spec[0], dict(spec[1], options=options)) + tuple(spec[2:])
             input_types[category][name] = spec
     return input_types
+
+
+def _file_list_options(parts):
+    """The options of a combo of file lists (its parts: options, and {"folder": name}), from the
+    host's folder_paths now; None where it lacks a folder (the pack's own, whose description
+    the adapter could not read: model_folders.register), and the combo keeps the files the scan
+    saw rather than the node failing."""
+    import folder_paths
+
+    options = []
+    for part in parts:
+        if not isinstance(part, dict):
+            options.append(part)
+            continue
+        try:
+            options += folder_paths.get_filename_list(part["folder"])
+        except KeyError:
+            return None
+    return options
 
 
 def _copy(input_types):

@@ -32,8 +32,8 @@ def describe_json(pack_dir, settings):
 
 def describe(pack_dir, settings):
     """{"module", "web_directory", "display_names", "nodes": {name: description}, "routes",
-    "on_prompt_handlers": how many} of the pack at `pack_dir`, imported here as ComfyUI would
-    import it."""
+    "on_prompt_handlers": how many, "model_folders": {folder: [paths, extensions]} of the folders
+    its file lists name} of the pack at `pack_dir`, imported here as ComfyUI would import it."""
     comfy_env.prepare(settings)
     module = packs.load(pack_dir)
     classes = packs.node_classes(pack_dir)
@@ -51,6 +51,7 @@ def describe(pack_dir, settings):
         "nodes": nodes,
         "routes": routes.listed(pack_dir),
         "on_prompt_handlers": len(routes.on_prompt_handlers(pack_dir)),
+        "model_folders": file_lists.folders(nodes),
     }
 
 
