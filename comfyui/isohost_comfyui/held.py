@@ -1,19 +1,24 @@
 """Outputs that stay in their worker (docs/comfyui.md, "Values that stay in the worker").
 
-An isolated node's output that holds a tensor stays in its worker
-(isohost_comfy_worker.held), and ComfyUI caches a Held in its place. The next stand-in of the
-same environment sends it back as a mark, so the value never crosses; any other node gets the
-value itself: the hook on ComfyUI's get_input_data fetches it (once) before such a node runs,
-and a stand-in of another environment fetches it to send on. A Held that ComfyUI drops is let go
-of with the environment's next call. Where the worker that held values is gone (reaped, killed),
-its stand-ins answer a new IS_CHANGED token, so ComfyUI runs them again instead of handing its
-cached, now empty, marks to the nodes after them."""
+An isolated node's output that holds a tensor, or an object of a class of its pack's own,
+stays in its worker (isohost_comfy_worker.held), and ComfyUI caches a Held in its place. The
+next stand-in of the same environment sends it back as a mark, so the value never crosses; any
+other node gets the value itself: the hook on ComfyUI's get_input_data fetches it (once) before
+such a node runs, and a stand-in of another environment fetches it to send on. A Held that
+ComfyUI drops is let go of with the environment's next call. Where the worker that held values
+is gone (reaped, killed), its stand-ins answer a new IS_CHANGED token, so ComfyUI runs them
+again instead of handing its cached, now empty, marks to the nodes after them.
+
+A pack's object that a node outside its environment reads comes as the worker's refusal
+instead: this process could not unpickle it, so the node fails with ObjectCannotCross, naming
+the output, its type, its class and its readers."""
 
 import logging
 import math
 
 # The mark's key and what the worker does with each output, as the worker side defines them.
-from isohost_comfy_worker.held import CROSS, KEEP, KEEP_EACH, MARK
+from isohost_comfy_worker.held import CROSS, KEEP, KEEP_EACH, MARK, REFUSED
+from isohost_comfy_worker.values import ObjectCannotCross
 
 from . import objects
 
@@ -21,12 +26,12 @@ _log = logging.getLogger("isohost")
 
 
 class Held:
-    """An output of node `node` kept by `env`'s worker (pid `pid`) under `id`."""
+    """Output `output` of node `node`, kept by `env`'s worker (pid `pid`) under `id`."""
 
-    __slots__ = ("env", "node", "id", "pid", "_book", "_value", "_fetched")
+    __slots__ = ("env", "node", "output", "id", "pid", "_book", "_value", "_fetched")
 
-    def __init__(self, book, env, node, mark):
-        self.env, self.node = env, node
+    def __init__(self, book, env, node, mark, output=0):
+        self.env, self.node, self.output = env, node, output
         self.id, self.pid = mark[MARK], mark["pid"]
         self._book = book
         self._value = None
@@ -88,7 +93,9 @@ class HeldBook:
         return self._readers[1]
 
     def wrap(self, env, node, result, output_is_list):
-        """The run's answer with each mark in an output a Held."""
+        """The run's answer with each mark in an output a Held; ObjectCannotCross where an
+        output is the worker's refusal (raised once the marks are Helds: the worker is told to
+        let go of what it kept)."""
         if isinstance(result, dict) and isinstance(result.get("result"), (tuple, list)):
             return dict(result, result=self.wrap(env, node, result["result"], output_is_list))
         if not isinstance(result, (tuple, list)):
@@ -96,9 +103,13 @@ class HeldBook:
         out = []
         for index, value in enumerate(result):
             if index < len(output_is_list) and output_is_list[index] and isinstance(value, list):
-                out.append([self._held(env, node, item) for item in value])
+                out.append([self._held(env, node, item, index) for item in value])
             else:
-                out.append(self._held(env, node, value))
+                out.append(self._held(env, node, value, index))
+        for index, value in enumerate(out):
+            refused = _refusal_in(value)
+            if refused is not None:
+                raise cannot_cross(env, node, index, refused, self._readers_outside(env, index))
         return tuple(out) if isinstance(result, tuple) else out
 
     def inputs_for(self, env, items):
@@ -119,7 +130,11 @@ class HeldBook:
         self._let_go.setdefault(held.env, []).append([held.pid, held.id])
 
     def fetch(self, held):
-        return self._runner.call(held.env, held.node, "take_held", held.mark())
+        value = self._runner.call(held.env, held.node, "take_held", held.mark())
+        refused = _refusal_in(value)
+        if refused is not None:  # a pack's object, kept in a prompt that read it in `env` only
+            raise cannot_cross(held.env, held.node, held.output, refused, ())
+        return value
 
     def token(self, env):
         """The IS_CHANGED token of `env`'s stand-ins: the same while the worker holding its
@@ -132,18 +147,52 @@ class HeldBook:
                       "ComfyUI runs them again", env)
         return "isohost-%s-%d" % (env, self._epoch.get(env, 0))
 
-    def _held(self, env, node, value):
+    def _held(self, env, node, value, output):
         if not (isinstance(value, dict) and MARK in value and isinstance(value.get("pid"), int)):
             return value
         holder = self._holder.get(env)
         if holder is None or holder[0] != value["pid"]:
             self._holder[env] = (value["pid"], _start_time(value["pid"]))
-        return Held(self, env, node, value)
+        return Held(self, env, node, value, output)
+
+    def _readers_outside(self, env, output):
+        """The class types of the running prompt's nodes outside `env` that read output
+        `output` of the node ComfyUI is executing (for a message)."""
+        prompt_id, node_id = objects.executing()
+        readers = (self._readers_in(prompt_id) or {}).get(str(node_id), {})
+        return [t for t in readers.get(output, ()) if _env_of(t) != env]
 
     def _for(self, env, value):
         if not isinstance(value, Held):
             return value
         return value.mark() if value.env == env else value.value()
+
+
+def _refusal_in(value):
+    """The class name in `value` where it is the worker's refusal (never an item of a list:
+    the worker refuses a list output whole), or None."""
+    if isinstance(value, dict) and len(value) == 1 and REFUSED in value:
+        return value[REFUSED]
+    return None
+
+
+def cannot_cross(env, node, output, class_name, readers):
+    """ObjectCannotCross for output `output` of `node`, an object of `class_name`, a class of
+    its pack's own, which `readers` (class types) read outside `env`."""
+    return ObjectCannotCross(
+        "output %d (%s) of %s is a %s: the class lives in its pack, which isolated environment "
+        "'%s' imports and ComfyUI's process cannot, so the object cannot reach %s outside that "
+        "environment; run the nodes that read it in environment '%s'" % (
+            output, _output_type(node, output), node, class_name, env,
+            ", ".join(sorted(set(readers))) or "a node", env))
+
+
+def _output_type(node, output):
+    """The type of output `output` of the stand-in ComfyUI registered as `node`."""
+    import nodes
+
+    types = getattr(nodes.NODE_CLASS_MAPPINGS.get(node), "RETURN_TYPES", ())
+    return str(types[output]) if output < len(types) else "?"
 
 
 def _readers(prompt):

@@ -10,13 +10,24 @@ the worker puts the value in; any other node asks for the value itself (take), o
 says which marks ComfyUI no longer holds with the next call (drop); a mark of another process
 (the worker was replaced) or one dropped is refused with HeldValueGone.
 
+An object of a class of the pack's own (Impact Pack's SEGS, a PIPE) is kept the same way, tensor
+or not: the host could not unpickle it at all (values.pack_class). Where such an output must
+cross all the same (a node outside this environment reads it), a refusal,
+{"isohost_cannot_cross": class name}, goes in its place, and the host fails the node with
+ObjectCannotCross, naming the output, not with a DecodeError about a module named after the
+pack's path.
+
 Standard library; torch only through sys.modules (a worker without it holds no tensors)."""
 
 import itertools
 import os
 import sys
 
+from isohost_comfy_worker import values
+
 MARK = "isohost_held"
+# In place of an output the host could not unpickle: the host raises ObjectCannotCross for it.
+REFUSED = "isohost_cannot_cross"
 
 # id -> the value, for as long as the host's ComfyUI holds its mark.
 _values = {}
@@ -29,13 +40,14 @@ class HeldValueGone(LookupError):
 
 
 # What to do with each output (the host's isohost_comfyui.held.keep_modes): send it back, keep
-# it (if it holds a tensor), keep each item of a list output.
+# it (if it holds a tensor or a pack's object), keep each item of a list output.
 CROSS, KEEP, KEEP_EACH = 0, 1, 2
 
 
 def keep_outputs(result, modes):
     """`result` (a node's tuple, or {"ui": ..., "result": tuple}) with the outputs `modes` says
-    to keep kept here and marked, where they hold a tensor."""
+    to keep kept here and marked, where they hold a tensor or a pack's object, and the others
+    refused where they are a pack's object."""
     if isinstance(result, dict) and isinstance(result.get("result"), (tuple, list)):
         return dict(result, result=keep_outputs(result["result"], modes))
     if not isinstance(result, (tuple, list)):
@@ -48,7 +60,7 @@ def keep_outputs(result, modes):
         elif mode == KEEP:
             out.append(_keep(value))
         else:
-            out.append(value)
+            out.append(_crossing(value))
     return tuple(out) if isinstance(result, tuple) else out
 
 
@@ -60,9 +72,10 @@ def put_back(items):
 
 
 def take(mark):
-    """The value behind `mark`, for a node that does not run here; it stays kept until the host
-    drops it (ComfyUI may hand the output to more nodes)."""
-    return _value_of(mark, must=True)
+    """The value behind `mark`, for a node that does not run here (refused where the host could
+    not unpickle it); it stays kept until the host drops it (ComfyUI may hand the output to
+    more nodes)."""
+    return _crossing(_value_of(mark, must=True))
 
 
 def drop(let_go):
@@ -80,11 +93,19 @@ def count():
 
 
 def _keep(value):
-    if not _holds_tensor(value, 2):
+    # A tensor is kept to save its copies; a pack's object because it could not cross at all.
+    if not (_holds_tensor(value, 2) or values.pack_class(value)):
         return value
     held_id = next(_ids)
     _values[held_id] = value
     return {MARK: held_id, "pid": os.getpid()}
+
+
+def _crossing(value):
+    """`value` as it crosses to the host: itself, or a refusal where the host could not
+    unpickle it (a DecodeError naming a module after the pack's path would say nothing)."""
+    name = values.pack_class(value)
+    return value if name is None else {REFUSED: name}
 
 
 def _value_of(value, must=False):

@@ -20,6 +20,11 @@ def importing():
     return _importing[-1] if _importing else None
 
 
+def loaded():
+    """{pack directory: its module} of the packs this worker has imported."""
+    return dict(_loaded)
+
+
 def load(pack_dir):
     """The pack's module, imported at most once per worker."""
     pack_dir = os.path.abspath(pack_dir)

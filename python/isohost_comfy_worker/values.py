@@ -4,7 +4,13 @@ IMAGE, MASK and LATENT are CPU tensors (memfds, no copy on the receiving side) o
 (through host memory), CONDITIONING a list of [tensor, dict], and lists, dicts, strings and
 numbers travel as they are. A model (MODEL, CLIP, VAE, CONTROL_NET, an nn.Module, anything that
 holds one) never crosses: copying gigabytes of weights into another process unasked is worse
-than failing, so it fails with ModelCannotCross, naming the input or output."""
+than failing, so it fails with ModelCannotCross, naming the input or output. An object of a
+class of a pack's own (Impact Pack's SEGS, a pack's PIPE) cannot cross to the host either: the
+host's ComfyUI cannot import the pack's modules to unpickle it (pack_class)."""
+
+import os
+import sys
+import types
 
 # Classes whose objects are models, by module and name: no import needed to recognise them.
 _MODEL_CLASSES = {
@@ -18,6 +24,12 @@ _MODEL_CLASSES = {
 
 class ModelCannotCross(TypeError):
     """A model was about to be copied between the host's ComfyUI and an isolated worker."""
+
+
+class ObjectCannotCross(TypeError):
+    """An object of a class of a pack's own was to reach a node outside the pack's environment,
+    which cannot import the pack's modules to unpickle it. Raised in the host
+    (isohost_comfyui.held) for the refusal the worker sends in its place (held.py)."""
 
 
 class _Found(Exception):
@@ -101,6 +113,74 @@ def _finder_class():
 
         _finder = Finder
     return _finder
+
+
+def pack_class(value):
+    """The name of the first class or function of a pack's own module that pickling `value`
+    refers to (a namedtuple of the pack's, its PIPE object, a plain class of its utils module),
+    or None. The host's ComfyUI could not unpickle such a value (_in_a_pack). A dry run of
+    pickling, as for models: arrays and tensors are passed over unread, and it stops at the
+    first such class. A value that cannot be pickled at all is left to isohost's own error."""
+    if isinstance(value, (str, int, float, bool, bytes, type(None))) or _is_array(value):
+        return None  # the common outputs, at once
+    recorder = _recorder_class()(_NOWHERE, protocol=5, buffer_callback=_out_of_band)
+    try:
+        recorder.dump(value)
+    except _Found as found:
+        return str(found)
+    except Exception:
+        return None
+    return None
+
+
+_recorder = None
+
+
+def _recorder_class():
+    global _recorder
+    if _recorder is None:
+        import pickle
+
+        class Recorder(pickle.Pickler):
+            def reducer_override(self, obj):
+                if _is_array(obj):
+                    return int, ()  # passed over, its contents unread
+                # What pickling refers to by module and name, for the other side to import:
+                # classes (an object's own, through its reduction) and functions.
+                if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+                    module = getattr(obj, "__module__", None) or ""
+                    if _in_a_pack(module):
+                        raise _Found("%s.%s" % (_readable(module), obj.__qualname__))
+                return NotImplemented
+
+        _recorder = Recorder
+    return _recorder
+
+
+def _in_a_pack(module):
+    """Whether module `module` is a pack's own, which only its worker can import: the pack's
+    module or a submodule (named after the pack's path, as ComfyUI names it), or a module loaded
+    from a file in the pack's directory (a pack that puts a directory of its own on sys.path, as
+    Impact Pack does for `impact.core`)."""
+    from isohost_comfy_worker import packs  # the worker's: the host never asks
+
+    loaded = packs.loaded()
+    if not loaded or not module:
+        return False
+    path = getattr(sys.modules.get(module), "__file__", None) or ""
+    for pack_dir, pack in loaded.items():
+        root = pack.__name__
+        if (module == root or module.startswith(root + ".") or path == pack_dir
+                or path.startswith(pack_dir + os.sep)):
+            return True
+    return False
+
+
+def _readable(module):
+    """A module named after its pack's path as the pack's directory name and the rest
+    ("/x/custom_nodes/impact_pack.utils" -> "impact_pack.utils")."""
+    root, dot, rest = module.partition(".")
+    return os.path.basename(root) + dot + rest
 
 
 def _find_in_containers(value, depth):

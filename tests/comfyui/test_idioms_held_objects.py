@@ -1,0 +1,119 @@
+"""Objects of a pack's own classes (the idiom pack's held_objects and pipe_types modules;
+conftest.idiom_servers), as Impact Pack's SEGS and packs' PIPE objects: passed between two
+nodes of the pack, isolated as in process; isolated, they stay in the pack's worker, and a node
+in ComfyUI's process that reads one fails with ObjectCannotCross, naming the output (in
+process it would read it). And, without a server, how the worker tells a pack's objects."""
+
+import sys
+import types
+import uuid
+
+import pytest
+
+from conftest import BUILD_PYTHON
+
+IMAGE = {"class_type": "LoadImage", "inputs": {"image": "isohost-test.png"}}
+
+
+def make(label):
+    return {"class_type": "MakePipeIdiomIsohost", "inputs": {"image": ["1", 0], "label": label}}
+
+
+def read_pipe(label):
+    return {"1": IMAGE, "2": make(label),
+            "3": {"class_type": "ReadPipeIdiomIsohost",
+                  "inputs": {"pipe": ["2", 0], "segs": ["2", 1]}}}
+
+
+def preview(label, output):
+    return {"1": IMAGE, "2": make(label),
+            "4": {"class_type": "PreviewAny", "inputs": {"source": ["2", output]}}}
+
+
+def fresh_label():
+    """A label no earlier prompt used, so that ComfyUI's cache has no MakePipe of it."""
+    return "pipe-%s" % uuid.uuid4().hex[:8]
+
+
+def run_ok(server, workflow):
+    kind, message, history = server.run(workflow)
+    assert kind == "execution_success", (message, server.log_tail())
+    return history["outputs"]
+
+
+def test_a_packs_objects_pass_between_its_nodes_isolated_as_in_process(idiom_servers):
+    texts = {}
+    for name, server in idiom_servers.items():
+        texts[name] = run_ok(server, read_pipe("same"))["3"]["text"]
+    assert texts["isolated"] == texts["in_process"]
+    assert texts["isolated"][0].startswith("same: image [1, ")
+    assert texts["isolated"][0].endswith("own classes: True")
+
+
+def test_a_packs_object_read_in_process_fails_by_name(idiom_servers):
+    isolated, in_process = idiom_servers["isolated"], idiom_servers["in_process"]
+    run_ok(in_process, preview(fresh_label(), 0))  # in process, PreviewAny reads any object
+    kind, message, _ = isolated.run(preview(fresh_label(), 0))
+    assert kind == "execution_error", message
+    data = message["data"]
+    assert data["node_id"] == "2" and data["exception_type"].endswith("ObjectCannotCross"), data
+    assert data["exception_message"].startswith(
+        "output 0 (IDIOM_PIPE) of MakePipeIdiomIsohost is a isohost_idiom_nodes.pipe_types.Pipe: "
+        "the class lives in its pack, which isolated environment 'idioms' imports and ComfyUI's "
+        "process cannot, so the object cannot reach PreviewAny outside that environment; run "
+        "the nodes that read it in environment 'idioms'"), data["exception_message"]
+    # The worker goes on: the next prompt passes the objects between the pack's nodes.
+    run_ok(isolated, read_pipe(fresh_label()))
+
+
+@pytest.mark.parametrize("output,class_name", [(0, "Pipe"), (1, "Seg")])
+def test_a_kept_object_that_comfyuis_cache_hands_to_a_node_in_process_fails_by_name(
+        idiom_servers, output, class_name):
+    """The first prompt keeps MakePipe's outputs in the worker (only ReadPipe reads them); the
+    second reuses its cached outputs for PreviewAny, which cannot have them."""
+    isolated = idiom_servers["isolated"]
+    name = fresh_label()
+    run_ok(isolated, read_pipe(name))
+    kind, message, _ = isolated.run(preview(name, output))
+    assert kind == "execution_error", message
+    data = message["data"]
+    assert data["node_id"] == "4" and data["exception_type"].endswith("ObjectCannotCross"), data
+    assert data["exception_message"].startswith(
+        "output %d (%s) of MakePipeIdiomIsohost is a isohost_idiom_nodes.pipe_types.%s: "
+        % (output, ("IDIOM_PIPE", "IDIOM_SEGS")[output], class_name)), data["exception_message"]
+    assert "cannot reach a node outside that environment" in data["exception_message"]
+
+
+def test_the_worker_finds_a_packs_objects_by_the_modules_their_pickle_names(tmp_path,
+                                                                            monkeypatch):
+    """A pack's module named after its path, and a module a pack imports from a directory of its
+    own put on sys.path (Impact Pack's impact.core); plain values and ComfyUI's are no pack's."""
+    monkeypatch.syspath_prepend(str(BUILD_PYTHON))
+    from isohost_comfy_worker import held, packs, values
+
+    pack_dir = str(tmp_path / "a_pack")
+    root = pack_dir.replace(".", "_x_")
+    monkeypatch.setattr(packs, "_loaded", {pack_dir: types.ModuleType(root)})
+    own = _module(monkeypatch, root + ".utils", None)
+    beside = _module(monkeypatch, "impactish.core", pack_dir + "/modules/impactish/core.py")
+    other = _module(monkeypatch, "elsewhere", str(tmp_path / "elsewhere.py"))
+    assert values.pack_class(own.Thing()) == "a_pack.utils.Thing"
+    assert values.pack_class({"segs": ((4, 4), [beside.Thing()])}) == "impactish.core.Thing"
+    for plain in (3, "text", [1, {"a": (2.0, None)}], other.Thing(), types.SimpleNamespace()):
+        assert values.pack_class(plain) is None, plain
+    # Kept where the host allows it; refused, by class, where the host would have to read it.
+    kept, refused, text = held.keep_outputs((own.Thing(), own.Thing(), "x"),
+                                            [held.KEEP, held.CROSS, held.KEEP])
+    assert set(kept) == {held.MARK, "pid"} and text == "x"
+    assert refused == {held.REFUSED: "a_pack.utils.Thing"}
+    assert held.take(kept) == {held.REFUSED: "a_pack.utils.Thing"}
+    held.drop([[kept["pid"], kept[held.MARK]]])
+
+
+def _module(monkeypatch, name, path):
+    """A module `name` (from file `path`) in sys.modules, holding a class Thing."""
+    module = types.ModuleType(name)
+    module.__file__ = path
+    exec("class Thing:\n    pass\n", module.__dict__)
+    monkeypatch.setitem(sys.modules, name, module)
+    return module
