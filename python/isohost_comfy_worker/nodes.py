@@ -45,8 +45,9 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, d
         result = _awaited_result(getattr(node, cls.FUNCTION)(**kwargs))
     values.refuse_models(result, class_name, getattr(cls, "RETURN_NAMES", None)
                          or getattr(cls, "RETURN_TYPES", ()))
-    if keep is not None:
-        result = held.keep_outputs(result, keep)
+    # Without the host's word (keep_outputs_in_workers off, a node run outside a prompt) every
+    # output crosses, and a pack's own object is refused by name (held.keep_outputs).
+    result = held.keep_outputs(result, keep if keep is not None else ())
     return result if hidden_back is None else {"result": result, "hidden": shared}
 
 

@@ -107,6 +107,8 @@ def test_the_worker_finds_a_packs_objects_by_the_modules_their_pickle_names(tmp_
     assert set(kept) == {held.MARK, "pid"} and text == "x"
     assert refused == {held.REFUSED: "a_pack.utils.Thing"}
     assert held.take(kept) == {held.REFUSED: "a_pack.utils.Thing"}
+    # Without the host's word (keep_outputs_in_workers off) every output crosses, refused alike.
+    assert held.keep_outputs((own.Thing(), 5), ()) == ({held.REFUSED: "a_pack.utils.Thing"}, 5)
     held.drop([[kept["pid"], kept[held.MARK]]])
 
 
