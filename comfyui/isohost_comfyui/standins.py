@@ -17,6 +17,7 @@ import os
 import comfy.model_management
 
 import isohost
+from isohost_comfy_worker import values as worker_values
 
 from . import bridge, errors, held, objects
 from .models import refuse_model_inputs
@@ -222,23 +223,13 @@ def _validate_inputs(runner, env, pack_dir, name, parameters):
 
 
 def _types_as_names(items):
-    """VALIDATE_INPUTS's `input_types` ({input: the type linked to it}) with each type a plain
-    name, or {WILDCARD: name} for one that matches every other: the linked node's types are
-    often instances of a pack's own str subclass (`AnyType`), or ours, which the worker cannot
-    unpickle; the worker makes a wildcard one again (isohost_comfy_worker.nodes)."""
-    return [(key, {k: _type_name(v) for k, v in value.items()}
+    """VALIDATE_INPUTS's `input_types` ({input: the type linked to it}) with each type as it
+    crosses (values.type_name): the linked node's types are often instances of a pack's own
+    str subclass (`AnyType`), or ours, which the worker cannot unpickle."""
+    return [(key, {k: worker_values.type_name(v) if isinstance(v, str) else v
+                   for k, v in value.items()}
              if key == "input_types" and isinstance(value, dict) else value)
             for key, value in items]
-
-
-def _type_name(value):
-    if not isinstance(value, str) or type(value) is str:
-        return value
-    try:
-        matches_anything = not (value != "isohost-type-probe")
-    except Exception:  # a pack's str subclass may raise anything
-        matches_anything = False
-    return {_WILDCARD: str.__str__(value)} if matches_anything else str.__str__(value)
 
 
 def _input_types(described, class_based, open_inputs):
@@ -260,24 +251,10 @@ def _input_types(described, class_based, open_inputs):
     return out
 
 
-class _Wildcard(str):
-    """A type that matches every other (scan.WILDCARD), as the real node's did: ComfyUI's
-    validation asks `received != expected`, and Python asks a str subclass on either side."""
-
-    def __ne__(self, other):
-        return False
-
-    __hash__ = str.__hash__
-
-
-_WILDCARD = "isohost_wildcard"  # isohost_comfy_worker.scan.WILDCARD, which the host cannot import
-
-
 def _with_wildcards(value):
-    """`value` (a description, or part of one) with each {WILDCARD: name} a _Wildcard again."""
+    """`value` (a description, or part of one) with each {WILDCARD: name} a Wildcard again."""
+    value = worker_values.wildcard_again(value)
     if isinstance(value, dict):
-        if len(value) == 1 and _WILDCARD in value:
-            return _Wildcard(value[_WILDCARD])
         return {k: _with_wildcards(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_with_wildcards(v) for v in value]

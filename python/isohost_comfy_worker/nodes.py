@@ -7,7 +7,7 @@ first (comfy_env.prepare), so a fresh worker after a crash or reap serves the ne
 
 import inspect
 
-from isohost_comfy_worker import comfy_env, held, packs, scan, values
+from isohost_comfy_worker import comfy_env, held, packs, values
 
 # (pack_dir, class name, node id) -> the node object ComfyUI would hold.
 _instances = {}
@@ -64,28 +64,12 @@ def is_changed(pack_dir, class_name, kwargs, settings):
 
 def validate_inputs(pack_dir, class_name, kwargs, settings):
     """VALIDATE_INPUTS of a V1 node, validate_inputs of a class-based one. Its `input_types`
-    come as names, a wildcard as {WILDCARD: name} (the host's standins._types_as_names)."""
-    kwargs = [(key, {k: _wildcard(v) for k, v in value.items()}
+    come as names, a wildcard as {WILDCARD: name} (values.type_name)."""
+    kwargs = [(key, {k: values.wildcard_again(v) for k, v in value.items()}
                if key == "input_types" and isinstance(value, dict) else value)
               for key, value in (kwargs.items() if isinstance(kwargs, dict) else kwargs)]
     return _class_method(pack_dir, class_name, "VALIDATE_INPUTS", "validate_inputs", kwargs,
                          settings)
-
-
-class _Wildcard(str):
-    """A linked type that matches every other, as the pack's own did in the host: ComfyUI's
-    checks ask `received != expected`."""
-
-    def __ne__(self, other):
-        return False
-
-    __hash__ = str.__hash__
-
-
-def _wildcard(value):
-    if isinstance(value, dict) and len(value) == 1 and scan.WILDCARD in value:
-        return _Wildcard(value[scan.WILDCARD])
-    return value
 
 
 def _class_method(pack_dir, class_name, v1_name, class_based_name, kwargs, settings):

@@ -1,25 +1,20 @@
 """What a pack's nodes look like to ComfyUI, described in the worker for the host's stand-ins
 (docs/comfyui.md, "Scan"). Everything ComfyUI reads from a node class before it runs it, as
 plain JSON: tuples become lists (the host turns the known ones back), a wildcard type becomes
-{WILDCARD: its name}, anything else that is not JSON becomes its str()."""
+{values.WILDCARD: its name}, anything else that is not JSON becomes its str()."""
 
 import inspect
 import json
 import os
 
-from isohost_comfy_worker import comfy_env, file_lists, packs, routes
+from isohost_comfy_worker import comfy_env, file_lists, packs, routes, values
 
 # Class attributes copied as they are (JSON-able in any pack that ComfyUI can serve).
 _PLAIN = ("CATEGORY", "DESCRIPTION", "OUTPUT_NODE", "INPUT_IS_LIST", "DEPRECATED",
           "EXPERIMENTAL", "API_NODE", "SEARCH_ALIASES", "NOT_IDEMPOTENT")
 _TUPLES = ("RETURN_TYPES", "RETURN_NAMES", "OUTPUT_IS_LIST", "OUTPUT_TOOLTIPS")
-# A type that matches every other, as ComfyUI's validation compares types (`not received !=
-# expected`): the "*" of the many packs that define `class AnyType(str)` with a `__ne__` that is
-# always False, and comfy_api's io.AnyType. Its class cannot cross as JSON, so it crosses as
-# {WILDCARD: its name} and the stand-in makes one again (standins.py).
-WILDCARD = "isohost_wildcard"
-# A name no pack declares: a type that compares equal to it, or an INPUT_TYPES category that
-# says it holds it, takes anything.
+# A name no pack declares: an INPUT_TYPES category that says it holds it takes inputs of any
+# name. (A type that matches every other crosses as values.WILDCARD, values.type_name.)
 _PROBE = "isohost-scan-probe"
 
 
@@ -128,20 +123,11 @@ def _open_categories(input_types):
     return open_categories
 
 
-def _matches_anything(name):
-    try:
-        return not (name != _PROBE)
-    except Exception:
-        return False
-
-
 def _plain(value):
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
-        if type(value) is not str and _matches_anything(value):
-            return {WILDCARD: str.__str__(value)}
-        return value
+        return values.type_name(value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

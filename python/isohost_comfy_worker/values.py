@@ -32,6 +32,42 @@ class ObjectCannotCross(TypeError):
     (isohost_comfyui.held) for the refusal the worker sends in its place (held.py)."""
 
 
+# A type that matches every other (the "*" of the many packs that define `class AnyType(str)`
+# with a `__ne__` that is never true, comfy_api's io.AnyType): its class may be a pack's, which
+# the other side cannot import, so it crosses as {WILDCARD: its name} and is a Wildcard there.
+WILDCARD = "isohost_wildcard"
+_TYPE_PROBE = "isohost-type-probe"  # a type name no pack declares
+
+
+class Wildcard(str):
+    """A type that matches every other, as ComfyUI compares types: `received != expected`, and
+    Python asks a str subclass on either side."""
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def type_name(value):
+    """A type (a str) as it crosses: its plain name, or {WILDCARD: name} where it matches every
+    other (a pack's str subclass may raise anything when compared: then it does not)."""
+    if type(value) is not str:
+        try:
+            if not (value != _TYPE_PROBE):
+                return {WILDCARD: str.__str__(value)}
+        except Exception:
+            pass
+    return str.__str__(value)
+
+
+def wildcard_again(value):
+    """`value` with {WILDCARD: name} a Wildcard again."""
+    if isinstance(value, dict) and len(value) == 1 and WILDCARD in value:
+        return Wildcard(value[WILDCARD])
+    return value
+
+
 class _Found(Exception):
     pass
 
@@ -63,18 +99,17 @@ def _is_array(value):
 
 
 def _find_held(value):
-    """A dry run of pickling `value` that stops at the first model it meets and copies
-    nothing: arrays and tensors are passed over, their contents unread, and the stream goes
-    nowhere. A value that cannot be pickled at all is left to isohost's own error."""
-    finder = _finder_class()(_NOWHERE, protocol=5, buffer_callback=_out_of_band)
-    try:
-        finder.dump(value)
-    except _Found as found:
-        holder = finder.holders[0] if finder.holders else type(value).__name__
-        return "held by a %s" % holder, str(found)
-    except Exception:
+    """The first model pickling `value` would meet (a dry run), and the class holding it."""
+    found, holders = _dry_run(value, _raise_if_model)
+    if found is None:
         return None
-    return None
+    return "held by a %s" % (holders[0] if holders else type(value).__name__), found
+
+
+def _raise_if_model(obj):
+    kind = model_kind(obj)
+    if kind is not None:
+        raise _Found(kind)
 
 
 class _Nowhere:
@@ -83,27 +118,31 @@ class _Nowhere:
 
 
 _NOWHERE = _Nowhere()
-_finder = None
+_dry_run_class = None
 
 
 def _out_of_band(buffer):
     return False
 
 
-def _finder_class():
-    global _finder
-    if _finder is None:
+def _dry_run(value, check):
+    """Pickles `value` to nowhere, copying nothing: `check` sees each object pickling reduces
+    and raises _Found to stop; arrays and tensors are then passed over, their contents unread.
+    Returns (what `check` found, or None; the class of the first object of a class not
+    built in, the holder, for a message). A value that cannot be pickled at all is left to
+    isohost's own error."""
+    global _dry_run_class
+    if _dry_run_class is None:
         import pickle
 
-        class Finder(pickle.Pickler):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, **kwargs)
+        class DryRun(pickle.Pickler):
+            def __init__(self, check):
+                super().__init__(_NOWHERE, protocol=5, buffer_callback=_out_of_band)
+                self.check = check
                 self.holders = []
 
             def reducer_override(self, obj):
-                kind = model_kind(obj)
-                if kind is not None:
-                    raise _Found(kind)
+                self.check(obj)
                 if _is_array(obj):
                     return int, ()  # passed over, its contents unread
                 cls = type(obj)
@@ -111,50 +150,34 @@ def _finder_class():
                     self.holders.append("%s.%s" % (cls.__module__, cls.__qualname__))
                 return NotImplemented
 
-        _finder = Finder
-    return _finder
+        _dry_run_class = DryRun
+    pickler = _dry_run_class(check)
+    try:
+        pickler.dump(value)
+    except _Found as found:
+        return str(found), pickler.holders
+    except Exception:
+        pass
+    return None, pickler.holders
 
 
 def pack_class(value):
     """The name of the first class or function of a pack's own module that pickling `value`
     refers to (a namedtuple of the pack's, its PIPE object, a plain class of its utils module),
-    or None. The host's ComfyUI could not unpickle such a value (_in_a_pack). A dry run of
-    pickling, as for models: arrays and tensors are passed over unread, and it stops at the
-    first such class. A value that cannot be pickled at all is left to isohost's own error."""
+    or None: the host's ComfyUI could not unpickle such a value (_in_a_pack). A dry run of
+    pickling, as for models."""
     if isinstance(value, (str, int, float, bool, bytes, type(None))) or _is_array(value):
         return None  # the common outputs, at once
-    recorder = _recorder_class()(_NOWHERE, protocol=5, buffer_callback=_out_of_band)
-    try:
-        recorder.dump(value)
-    except _Found as found:
-        return str(found)
-    except Exception:
-        return None
-    return None
+    return _dry_run(value, _raise_if_in_a_pack)[0]
 
 
-_recorder = None
-
-
-def _recorder_class():
-    global _recorder
-    if _recorder is None:
-        import pickle
-
-        class Recorder(pickle.Pickler):
-            def reducer_override(self, obj):
-                if _is_array(obj):
-                    return int, ()  # passed over, its contents unread
-                # What pickling refers to by module and name, for the other side to import:
-                # classes (an object's own, through its reduction) and functions.
-                if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-                    module = getattr(obj, "__module__", None) or ""
-                    if _in_a_pack(module):
-                        raise _Found("%s.%s" % (_readable(module), obj.__qualname__))
-                return NotImplemented
-
-        _recorder = Recorder
-    return _recorder
+def _raise_if_in_a_pack(obj):
+    # What pickling refers to by module and name, for the other side to import: classes (an
+    # object's own, through its reduction) and functions.
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        module = getattr(obj, "__module__", None) or ""
+        if _in_a_pack(module):
+            raise _Found("%s.%s" % (_readable(module), obj.__qualname__))
 
 
 def _in_a_pack(module):
