@@ -14,7 +14,7 @@ import json
 import logging
 import os
 
-FORMAT = 8
+FORMAT = 9
 
 
 def fingerprint(pack_dir, env_config):

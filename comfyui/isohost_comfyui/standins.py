@@ -19,7 +19,7 @@ import comfy.model_management
 import isohost
 from isohost_comfy_worker import values as worker_values
 
-from . import bridge, errors, held, objects
+from . import bridge, errors, file_lists, held, objects
 from .models import refuse_model_inputs
 from .worker_settings import reference as settings_reference
 
@@ -143,9 +143,9 @@ def make(runner, env, pack_dir, name, description):
     description = _with_wildcards(description)
     input_types = _input_types(description["input_types"], description.get("schema") == "v3",
                                description.get("open_inputs") or {})
-    file_lists = description.get("file_lists") or {}
+    lists = description.get("file_lists") or {}
     attrs = {
-        "INPUT_TYPES": classmethod(lambda cls: _with_file_lists(_copy(input_types), file_lists)),
+        "INPUT_TYPES": classmethod(lambda cls: file_lists.filled(_copy(input_types), lists)),
         "FUNCTION": "run_isolated",
         "ISOHOST_ENV": env,
         "ISOHOST_PACK": pack_dir,
@@ -295,44 +295,6 @@ class _HiddenSpec(tuple):
         return not self == other
 
     __hash__ = tuple.__hash__
-
-
-def _with_file_lists(input_types, file_lists):
-    """Combos that list a model folder's files (isohost_comfy_worker.file_lists), filled from
-    the host's folder_paths now, as the real INPUT_TYPES fills them each time it is asked."""
-    if not file_lists:
-        return input_types
-    for category, inputs in file_lists.items():
-        for name, parts in inputs.items():
-            spec = input_types.get(category, {}).get(name)
-            options = None if spec is None else _file_list_options(parts)
-            if options is None:
-                continue
-            if isinstance(spec[0], (list, tuple)):
-                spec = (options,) + tuple(spec[1:])
-            else:  # ("COMBO", {"options": [...]})
-                spec = (spec[0], dict(spec[1], options=options)) + tuple(spec[2:])
-            input_types[category][name] = spec
-    return input_types
-
-
-def _file_list_options(parts):
-    """The options of a combo of file lists (its parts: options, and {"folder": name}), from the
-    host's folder_paths now; None where it lacks a folder (the pack's own, whose description
-    the adapter could not read: model_folders.register), and the combo keeps the files the scan
-    saw rather than the node failing."""
-    import folder_paths
-
-    options = []
-    for part in parts:
-        if not isinstance(part, dict):
-            options.append(part)
-            continue
-        try:
-            options += folder_paths.get_filename_list(part["folder"])
-        except KeyError:
-            return None
-    return options
 
 
 def _copy(input_types):

@@ -1,4 +1,5 @@
-"""Combo inputs that list files of ComfyUI's model folders (docs/comfyui.md, "Scan").
+"""Combo inputs that list files of ComfyUI's model folders or input directory (docs/comfyui.md,
+"Scan").
 
 A loader's INPUT_TYPES lists the files in a model folder each time ComfyUI asks
 (`folder_paths.get_filename_list("checkpoints")`, often after a "None"), so a file added to the
@@ -10,34 +11,136 @@ combos from its own folder_paths each time it is asked; the worker's folder_path
 folders (comfy_env), so both list the same files. A list the node filters or transforms loses
 its markers, and stays as the scan saw it. A folder the pack registered at import (Impact Pack's
 "sams") is only in the worker's folder_paths: `folders` describes it, and the host registers it
-(isohost_comfyui.model_folders)."""
+(isohost_comfyui.model_folders).
+
+A LoadImage-like node lists ComfyUI's input directory (`os.listdir(folder_paths.
+get_input_directory())`, often filtered by kind of file): the same call runs with the input
+directory a probe, a folder holding an empty file of each extension the worker's mimetypes knows
+(and of one it does not, one without any; and a subfolder holding the same), and a combo whose
+options hold probe entries is described with {"input": the rule its entries tell}: which
+extensions it keeps, whether it lists folders and the files inside them. The host's stand-in
+lists its own input directory by that rule each time it is asked, so an image uploaded after the
+scan is offered and passes validation, as in process."""
+
+import contextlib
+import mimetypes
+import os
+import shutil
+import tempfile
 
 _MARKER = "\0isohost-folder:"
+# The probe's entries: "isohost-probe.<extension>", and these.
+_STEM = "isohost-probe"
+_UNKNOWN = "isohost-unknown-extension"
+_FOLDER = "isohost-probe-folder"
+# Extensions ComfyUI's packs filter for that Python's mimetypes may not know.
+_MORE_EXTENSIONS = ("avif", "ckpt", "fbx", "flac", "glb", "gltf", "heic", "jxl", "latent", "m4a",
+                    "mkv", "npy", "npz", "obj", "opus", "pt", "pth", "safetensors", "webm",
+                    "webp")
 
 
-def parts_of(input_types_function):
+def parts_of(input_types_function, input_probe=None):
     """{category: {input name: parts}} of the combos that `input_types_function()` fills from
-    folder_paths.get_filename_list; {} if it cannot be called so."""
-    import folder_paths
-
-    original = folder_paths.get_filename_list
-    folder_paths.get_filename_list = lambda folder_name: [_MARKER + folder_name]
+    folder_paths.get_filename_list, or from the input directory where `input_probe` (an
+    InputProbe) is given; {} if it cannot be called so."""
     try:
-        probed = input_types_function()
+        with _probing(input_probe):
+            probed = input_types_function()
     except Exception:
         return {}
-    finally:
-        folder_paths.get_filename_list = original
     found = {}
     for category, inputs in (probed or {}).items():
         if not isinstance(inputs, dict):
             continue
         for name, spec in inputs.items():
-            options = _options(spec)
-            if options and any(_is_marker(o) for o in options):
-                found.setdefault(category, {})[name] = [
-                    {"folder": o[len(_MARKER):]} if _is_marker(o) else o for o in options]
+            parts = _parts(_options(spec), input_probe)
+            if parts is not None:
+                found.setdefault(category, {})[name] = parts
     return found
+
+
+@contextlib.contextmanager
+def _probing(input_probe):
+    """folder_paths answering markers for its folders' files, and with the probe for its input
+    directory where there is one, put back as they were after."""
+    import folder_paths
+
+    get_filename_list = folder_paths.get_filename_list
+    folder_paths.get_filename_list = lambda folder_name: [_MARKER + folder_name]
+    input_directory = None if input_probe is None else folder_paths.get_input_directory()
+    if input_probe is not None:
+        folder_paths.set_input_directory(input_probe.path)
+    try:
+        yield
+    finally:
+        folder_paths.get_filename_list = get_filename_list
+        if input_probe is not None:
+            folder_paths.set_input_directory(input_directory)
+
+
+def _parts(options, input_probe):
+    """A combo's options as parts: a marker as {"folder"}, the probe's entries as one {"input"}
+    where the first of them stood; None where it holds neither."""
+    if not options:
+        return None
+    listed = input_probe.listed(options) if input_probe is not None else set()
+    if not listed and not any(_is_marker(o) for o in options):
+        return None
+    parts = []
+    for option in options:
+        if _is_marker(option):
+            parts.append({"folder": option[len(_MARKER):]})
+        elif option not in listed:
+            parts.append(option)
+        elif not any(isinstance(p, dict) and "input" in p for p in parts):
+            parts.append({"input": input_probe.rule(listed)})
+    return parts
+
+
+class InputProbe:
+    """A folder that stands for ComfyUI's input directory while the scan asks a node for its
+    inputs: an empty file of each extension, and a folder holding the same. Made in ComfyUI's
+    temp directory, which ComfyUI empties as it starts and ends, so that none outlives a worker
+    killed during the scan."""
+
+    def __init__(self, parent):
+        os.makedirs(parent, exist_ok=True)
+        self.path = tempfile.mkdtemp(prefix="isohost-input-probe-", dir=parent)
+        self.extensions = sorted({e.lstrip(".").lower() for e in mimetypes.types_map}
+                                 | {e.lstrip(".").lower() for e in mimetypes.common_types}
+                                 | set(_MORE_EXTENSIONS))
+        files = {"%s.%s" % (_STEM, e): e for e in self.extensions + [_UNKNOWN]}
+        files[_STEM] = ""
+        os.mkdir(os.path.join(self.path, _FOLDER))
+        for name in files:
+            open(os.path.join(self.path, name), "wb").close()
+            open(os.path.join(self.path, _FOLDER, name), "wb").close()
+        # {entry as a listing names it: its extension ("" none)}, the folder's files included.
+        self.entries = dict(files, **{_FOLDER + "/" + n: e for n, e in files.items()})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def listed(self, options):
+        """The options that are this probe's entries."""
+        return {o for o in options if isinstance(o, str) and (o in self.entries or o == _FOLDER)}
+
+    def rule(self, listed):
+        """What a listing that kept `listed` of the probe's entries keeps of a directory:
+        {"keep": extensions} (those alone) or {"drop": extensions} (all others, where it kept
+        the unknown one), "bare" (a file with no extension), "folders" (folders' names),
+        "nested" (files inside folders, as "folder/file")."""
+        kept = {self.entries[name] for name in listed if name in self.entries}
+        rule = {"bare": "" in kept, "folders": _FOLDER in listed,
+                "nested": any(name.startswith(_FOLDER + "/") for name in listed)}
+        if _UNKNOWN in kept:
+            rule["drop"] = [e for e in self.extensions if e not in kept]
+        else:
+            rule["keep"] = sorted(kept - {""})
+        return rule
 
 
 def _is_marker(option):
@@ -74,7 +177,8 @@ def _named(nodes):
     """The folders the file lists of `nodes` name."""
     return {part["folder"] for node in nodes.values()
             for inputs in (node.get("file_lists") or {}).values()
-            for parts in inputs.values() for part in parts if isinstance(part, dict)}
+            for parts in inputs.values() for part in parts
+            if isinstance(part, dict) and "folder" in part}
 
 
 def _held(folder_paths, name):

@@ -32,7 +32,10 @@ def describe(pack_dir, settings):
     comfy_env.prepare(settings)
     module = packs.load(pack_dir)
     classes = packs.node_classes(pack_dir)
-    nodes = {name: _describe_class(cls) for name, cls in classes.items()}
+    import folder_paths
+
+    with file_lists.InputProbe(folder_paths.get_temp_directory()) as input_probe:
+        nodes = {name: _describe_class(cls, input_probe) for name, cls in classes.items()}
     display_names = _plain(getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
     for name, cls in classes.items():
         if nodes[name]["schema"] == "v3" and name not in display_names:
@@ -50,14 +53,14 @@ def describe(pack_dir, settings):
     }
 
 
-def _describe_class(cls):
+def _describe_class(cls, input_probe):
     if _is_class_based(cls):
-        return _describe_class_based(cls)
+        return _describe_class_based(cls, input_probe)
     input_types = cls.INPUT_TYPES()
     description = {"schema": "v1", "function": getattr(cls, "FUNCTION", None),
                    "input_types": _plain(input_types),
                    "open_inputs": _open_categories(input_types),
-                   "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES))}
+                   "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES, input_probe))}
     for name in _PLAIN + _TUPLES:
         if hasattr(cls, name):
             description[name] = _plain(getattr(cls, name))
@@ -76,12 +79,12 @@ def _is_class_based(cls):
     return isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal)
 
 
-def _describe_class_based(cls):
+def _describe_class_based(cls, input_probe):
     """A comfy_api node described through the V1 view ComfyUI derives from its schema
     (INPUT_TYPES, RETURN_TYPES, ...), so the host's stand-in is an ordinary V1 node."""
     description = {"schema": "v3", "function": "execute",
                    "input_types": _plain(cls.INPUT_TYPES(include_hidden=True)),
-                   "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES))}
+                   "file_lists": _plain(file_lists.parts_of(cls.INPUT_TYPES, input_probe))}
     for name in _PLAIN + _TUPLES:
         try:
             description[name] = _plain(getattr(cls, name))

@@ -199,6 +199,75 @@ def test_combos_of_model_files_are_found_by_their_markers(monkeypatch):
     assert fake.get_filename_list("x") == ["real.safetensors"]  # put back
 
 
+@pytest.fixture
+def fake_input_directory(monkeypatch, tmp_path):
+    """A folder_paths module whose input directory is tmp_path/"input"."""
+    fake = types.ModuleType("folder_paths")
+    fake.input_directory = str(tmp_path / "input")
+    fake.get_filename_list = lambda folder: []
+    fake.get_input_directory = lambda: fake.input_directory
+    fake.set_input_directory = lambda path: setattr(fake, "input_directory", path)
+    monkeypatch.setitem(sys.modules, "folder_paths", fake)
+    return fake
+
+
+def test_combos_of_the_input_directory_are_found_by_the_probe(fake_input_directory, tmp_path):
+    import mimetypes
+
+    def input_types():
+        import folder_paths
+        directory = folder_paths.get_input_directory()
+        top = sorted(os.listdir(directory))
+        nested = [os.path.relpath(os.path.join(root, f), directory)
+                  for root, _, files in os.walk(directory) for f in files]
+        return {"required": {
+            "image": ([f for f in top if (mimetypes.guess_type(f)[0] or "").startswith("image/")
+                       and os.path.isfile(os.path.join(directory, f))], {"image_upload": True}),
+            "any": (["none"] + top,),
+            "video": ("COMBO", {"options": sorted(f for f in top if f.endswith(".mp4"))}),
+            "png": ([f for f in nested if f.endswith(".png")],),
+            "fixed": (["a", "b"],)}}
+
+    with file_lists.InputProbe(str(tmp_path / "temp")) as probe:
+        found = file_lists.parts_of(input_types, probe)
+        assert os.path.isdir(probe.path)
+    assert not os.path.exists(probe.path)  # removed
+    assert fake_input_directory.get_input_directory() == str(tmp_path / "input")  # put back
+    image = found["required"]["image"][0]["input"]
+    assert {"png", "jpg", "jpeg", "webp"} <= set(image["keep"])
+    assert not {"mp4", "txt", "safetensors"} & set(image["keep"])
+    assert (image["bare"], image["folders"], image["nested"]) == (False, False, False)
+    assert found["required"]["any"] == ["none", {"input": {
+        "bare": True, "folders": True, "nested": False, "drop": []}}]
+    assert found["required"]["video"] == [{"input": {
+        "bare": False, "folders": False, "nested": False, "keep": ["mp4"]}}]
+    assert found["required"]["png"] == [{"input": {
+        "bare": False, "folders": False, "nested": True, "keep": ["png"]}}]
+    assert "fixed" not in found["required"]
+
+
+def test_the_stand_ins_list_the_input_directory_by_the_scans_rule(fake_input_directory, tmp_path):
+    host_lists = _adapter_module("file_lists")
+    directory = tmp_path / "input"
+    (directory / "clips").mkdir(parents=True)
+    for name in ("b.PNG", "a.jpg", "notes.txt", "README", "clips/one.png", "clips/two.mp4"):
+        (directory / name).write_bytes(b"x")
+    images = {"bare": False, "folders": False, "nested": False, "keep": ["jpg", "png"]}
+    assert host_lists.input_files(str(directory), images) == ["a.jpg", "b.PNG"]
+    assert host_lists.input_files(str(directory), dict(images, nested=True)) == [
+        "a.jpg", "b.PNG", "clips/one.png"]
+    everything = {"bare": True, "folders": True, "nested": False, "drop": ["txt"]}
+    assert host_lists.input_files(str(directory), everything) == ["README", "a.jpg", "b.PNG",
+                                                                  "clips"]
+    input_types = {"required": {"image": (["stale.png"], {"image_upload": True}),
+                                "video": ("COMBO", {"options": ["none"]})}}
+    parts = {"required": {"image": [{"input": images}],
+                          "video": ["none", {"input": dict(images, keep=["mp4"], nested=True)}]}}
+    assert host_lists.filled(input_types, parts) == {"required": {
+        "image": (["a.jpg", "b.PNG"], {"image_upload": True}),
+        "video": ("COMBO", {"options": ["none", "clips/two.mp4"]})}}
+
+
 def test_a_worker_sent_only_the_settings_key_asks_for_them_whole(monkeypatch):
     monkeypatch.setattr(comfy_env, "_prepared", None)
     with pytest.raises(comfy_env.SettingsNeeded, match="key 5e77"):

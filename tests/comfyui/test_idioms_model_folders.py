@@ -101,7 +101,7 @@ def test_the_scan_describes_each_folder_its_file_lists_name(fake_folder_paths, m
     nodes = {"A": {"file_lists": {"required": {"x": ["None", {"folder": "sams"}]}}},
              "B": {"file_lists": {"optional": {"y": [{"folder": "clip"}, {"folder": "own"}],
                                                "z": [{"folder": "gone"}]}}},
-             "C": {}}
+             "C": {}, "D": {"file_lists": {"required": {"image": [{"input": {"keep": []}}]}}}}
     assert file_lists.folders(nodes) == {"sams": [["/m/sams"], [".pt", ".pth"]],
                                          "clip": [["/host/te"], [".pt"]]}
 
