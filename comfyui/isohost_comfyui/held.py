@@ -1,7 +1,7 @@
 """Outputs that stay in their worker (docs/comfyui.md, "Values that stay in the worker").
 
-An isolated node's output that holds a tensor, or an object of a class of its pack's own,
-stays in its worker (isohost_comfy_worker.held), and ComfyUI caches a Held in its place. The
+An isolated node's output that holds a tensor, or an object of a class of its pack's own (or of
+a library of its environment alone), stays in its worker (isohost_comfy_worker.held), and ComfyUI caches a Held in its place. The
 next stand-in of the same environment sends it back as a mark, so the value never crosses; any
 other node gets the value itself: the hook on ComfyUI's get_input_data fetches it (once) before
 such a node runs, and a stand-in of another environment fetches it to send on. A Held that
@@ -178,11 +178,12 @@ def _refusal_in(value):
 
 def cannot_cross(env, node, output, class_name, readers):
     """ObjectCannotCross for output `output` of `node`, an object of `class_name`, a class of
-    its pack's own, which `readers` (class types) read outside `env`."""
+    its pack's own or of a library of its environment alone, which `readers` (class types) read
+    outside `env`."""
     return ObjectCannotCross(
-        "output %d (%s) of %s is a %s: the class lives in its pack, which isolated environment "
-        "'%s' imports and ComfyUI's process cannot, so the object cannot reach %s outside that "
-        "environment; run the nodes that read it in environment '%s'" % (
+        "output %d (%s) of %s is a %s: only isolated environment '%s' can import its class (the "
+        "pack's, or a library installed there alone), so the object cannot reach %s outside "
+        "that environment; run the nodes that read it in environment '%s'" % (
             output, _output_type(node, output), node, class_name, env,
             ", ".join(sorted(set(readers))) or "a node", env))
 

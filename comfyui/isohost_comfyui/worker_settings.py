@@ -1,20 +1,23 @@
 """What a worker needs of the host's ComfyUI to behave like it (isohost_comfy_worker.comfy_env):
-its command-line state, its directories, and the GPU the worker is pinned to. A worker applies
-them once; the stand-ins send them whole to a worker that has not had them and their `key`
-alone after that (standins.Runner)."""
+its command-line state, its directories, the GPU the worker is pinned to, and the modules this
+process can import. A worker applies them once; the stand-ins send them whole to a worker that
+has not had them and their `key` alone after that (standins.Runner)."""
 
 import hashlib
 import json
+import os
+import sys
 
 import folder_paths
 
 # Command-line settings that concern this process only, not how a node behaves. Its address and
-# port go to the workers: a pack that calls ComfyUI's own HTTP API reads them.
+# port go to the workers: a pack that calls ComfyUI's own HTTP API reads them; so do --verbose
+# and --log-stdout, which set up a worker's logging as ComfyUI's (root_logger.py).
 _HOST_ONLY = {"enable_cors_header", "max_upload_size", "extra_model_paths_config",
               "cuda_device", "front_end_version", "front_end_root", "user_directory",
               "output_directory", "temp_directory", "input_directory", "tls_keyfile",
               "tls_certfile", "auto_launch", "disable_auto_launch", "quick_test_for_ci",
-              "windows_standalone_build", "multi_user", "verbose", "log_stdout"}
+              "windows_standalone_build", "multi_user"}
 
 
 def worker_settings(envs):
@@ -31,8 +34,29 @@ def worker_settings(envs):
     folders["folder_names_and_paths"] = {
         name: [list(paths), sorted(extensions)]
         for name, (paths, extensions) in folder_paths.folder_names_and_paths.items()}
-    return {name: _keyed({"args": values, "folders": folders, "device": env.get("device")})
+    modules = host_modules()
+    return {name: _keyed({"args": values, "folders": folders, "device": env.get("device"),
+                          "host_modules": modules})
             for name, env in envs.items()}
+
+
+def host_modules():
+    """The top-level modules this process can import, sorted: those on its sys.path (namespace
+    packages too: any folder there), built in, or loaded (ComfyUI's packs, by their path). An
+    object a worker makes of a class of another module cannot be unpickled here: the worker
+    keeps it (isohost_comfy_worker.values)."""
+    import pkgutil
+
+    names = {module.name for module in pkgutil.iter_modules()}
+    names.update(sys.builtin_module_names)
+    names.update(name.partition(".")[0] for name in list(sys.modules))
+    for entry in sys.path:
+        try:
+            names.update(e.name for e in os.scandir(entry or ".")
+                         if e.is_dir() and e.name.isidentifier())
+        except OSError:
+            pass  # not a folder (a zip file's modules are iter_modules')
+    return sorted(names)
 
 
 def reference(settings):

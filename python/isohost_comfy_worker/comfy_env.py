@@ -8,7 +8,9 @@ pack is imported, the worker applies them to `comfy.cli_args.args` (so comfy.mod
 starts as the host's did) and to `folder_paths`, installs a stand-in `server` module whose
 PromptServer passes messages and HTTP routes to the host, sends ComfyUI's progress bar to the host
 (isohost_worker.ask: the host's own hook sends the websocket event and says when the prompt was
-interrupted), and asks the host before a model load (memory.py).
+interrupted), and asks the host before a model load (memory.py). The settings also list the
+modules the host can import, so that an object of a library of this environment alone stays
+here (values.worker_only_class).
 """
 
 import logging
@@ -18,6 +20,7 @@ import types
 import isohost_worker
 
 _prepared = None
+_host_modules = frozenset()
 
 
 class SettingsNeeded(RuntimeError):
@@ -47,7 +50,15 @@ def prepare(settings):
     from isohost_comfy_worker import memory
 
     memory.install(settings.get("device"))
+    global _host_modules
+    _host_modules = frozenset(settings.get("host_modules") or ())
     _prepared = settings
+
+
+def host_modules():
+    """The top-level modules the host's ComfyUI process can import, as its settings listed them
+    (isohost_comfyui.worker_settings); empty before they came."""
+    return _host_modules
 
 
 def enter_node(node_id, prompt=None):

@@ -10,9 +10,10 @@ the worker puts the value in; any other node asks for the value itself (take), o
 says which marks ComfyUI no longer holds with the next call (drop); a mark of another process
 (the worker was replaced) or one dropped is refused with HeldValueGone.
 
-An object of a class of the pack's own (Impact Pack's SEGS, a PIPE) is kept the same way, tensor
-or not: the host could not unpickle it at all (values.pack_class). Where such an output must
-cross all the same (a node outside this environment reads it), a refusal,
+An object of a class of the pack's own (Impact Pack's SEGS, a PIPE) or of a library of its
+environment alone is kept the same way, tensor or not: the host could not unpickle it at all
+(values.worker_only_class). Where such an output must cross all the same (a node outside this
+environment reads it), a refusal,
 {"isohost_cannot_cross": class name}, goes in its place, and the host fails the node with
 ObjectCannotCross, naming the output, not with a DecodeError about a module named after the
 pack's path.
@@ -94,7 +95,7 @@ def count():
 
 def _keep(value):
     # A tensor is kept to save its copies; a pack's object because it could not cross at all.
-    if not (_holds_tensor(value, 2) or values.pack_class(value)):
+    if not (_holds_tensor(value, 2) or values.worker_only_class(value)):
         return value
     held_id = next(_ids)
     _values[held_id] = value
@@ -104,7 +105,7 @@ def _keep(value):
 def _crossing(value):
     """`value` as it crosses to the host: itself, or a refusal where the host could not
     unpickle it (a DecodeError naming a module after the pack's path would say nothing)."""
-    name = values.pack_class(value)
+    name = values.worker_only_class(value)
     return value if name is None else {REFUSED: name}
 
 

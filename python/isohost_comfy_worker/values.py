@@ -5,8 +5,9 @@ IMAGE, MASK and LATENT are CPU tensors (memfds, no copy on the receiving side) o
 numbers travel as they are. A model (MODEL, CLIP, VAE, CONTROL_NET, an nn.Module, anything that
 holds one) never crosses: copying gigabytes of weights into another process unasked is worse
 than failing, so it fails with ModelCannotCross, naming the input or output. An object of a
-class of a pack's own (Impact Pack's SEGS, a pack's PIPE) cannot cross to the host either: the
-host's ComfyUI cannot import the pack's modules to unpickle it (pack_class)."""
+class of a pack's own (Impact Pack's SEGS, a pack's PIPE), or of a library installed in the
+pack's environment alone (insightface's FaceAnalysis), cannot cross to the host either: the
+host's ComfyUI cannot import its module to unpickle it (worker_only_class)."""
 
 import os
 import sys
@@ -161,22 +162,23 @@ def _dry_run(value, check):
     return None, pickler.holders
 
 
-def pack_class(value):
-    """The name of the first class or function of a pack's own module that pickling `value`
-    refers to (a namedtuple of the pack's, its PIPE object, a plain class of its utils module),
-    or None: the host's ComfyUI could not unpickle such a value (_in_a_pack). A dry run of
-    pickling, as for models."""
+def worker_only_class(value):
+    """The name of the first class or function that pickling `value` refers to and that only
+    this worker can import (_only_here): of a pack's own module (a namedtuple of the pack's, its
+    PIPE object, a plain class of its utils module) or of a library the host lacks; None if
+    none. The host's ComfyUI could not unpickle such a value. A dry run of pickling, as for
+    models."""
     if isinstance(value, (str, int, float, bool, bytes, type(None))) or _is_array(value):
         return None  # the common outputs, at once
-    return _dry_run(value, _raise_if_in_a_pack)[0]
+    return _dry_run(value, _raise_if_only_here)[0]
 
 
-def _raise_if_in_a_pack(obj):
+def _raise_if_only_here(obj):
     # What pickling refers to by module and name, for the other side to import: classes (an
     # object's own, through its reduction) and functions.
     if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
         module = getattr(obj, "__module__", None) or ""
-        if _in_a_pack(module):
+        if _in_a_pack(module) or _not_in_host(module):
             raise _Found("%s.%s" % (_readable(module), obj.__qualname__))
 
 
@@ -197,6 +199,15 @@ def _in_a_pack(module):
                 or path.startswith(pack_dir + os.sep)):
             return True
     return False
+
+
+def _not_in_host(module):
+    """Whether the top-level package of module `module` is none that the host's process can
+    import (comfy_env.host_modules): a library of the pack's environment alone."""
+    from isohost_comfy_worker import comfy_env
+
+    importable = comfy_env.host_modules()
+    return bool(importable and module) and module.partition(".")[0] not in importable
 
 
 def _readable(module):

@@ -65,15 +65,18 @@ def comfy_tree(tmp_path_factory):
 
 
 def isolated_config(base, envs, host=None, comfyui=None):
-    """isohost.toml in `base`: `envs` is {name: (python, [pack dirs])}."""
+    """isohost.toml in `base`: `envs` is {name: (python, [pack dirs])} or {name: (python,
+    [pack dirs], [folders for its path])}."""
     lines = ["[host]", "call_timeout_seconds = 120", "start_timeout_seconds = 60",
              "shutdown_grace_seconds = 2"]
     lines += ["%s = %s" % (k, _toml(v)) for k, v in (host or {}).items()]
     if comfyui:
         lines += ["[comfyui]"] + ["%s = %s" % (k, _toml(v)) for k, v in comfyui.items()]
-    for name, (python, packs) in envs.items():
+    for name, (python, packs, *path) in envs.items():
         lines += ["[env.%s]" % name, "python = %r" % str(python),
                   "packs = [%s]" % ", ".join(repr(str(p)) for p in packs)]
+        if path:
+            lines += ["path = [%s]" % ", ".join(repr(str(p)) for p in path[0])]
     (base / "isohost.toml").write_text("\n".join(lines).replace("'", '"') + "\n")
 
 
@@ -96,6 +99,8 @@ def start_server(comfy_tree, base, custom_nodes=(), envs=None, host=None, comfyu
 
 
 IDIOMS = TEST_PACKS / "isohost_idiom_nodes"
+# A library on the idiom environment's path alone (packs/env_library).
+ENV_LIBRARY = TEST_PACKS / "env_library"
 
 
 @pytest.fixture(scope="session")
@@ -107,7 +112,8 @@ def idiom_servers(comfy_tree, tmp_path_factory):
     started = {}
     try:
         started["isolated"] = start_server(comfy_tree, base / "isolated",
-                                           envs={"idioms": (COMFY_PYTHON, [IDIOMS])})
+                                           envs={"idioms": (COMFY_PYTHON, [IDIOMS],
+                                                            [ENV_LIBRARY])})
         started["in_process"] = start_server(comfy_tree, base / "in_process",
                                              custom_nodes=[IDIOMS])
         yield started

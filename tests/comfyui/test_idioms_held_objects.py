@@ -59,9 +59,9 @@ def test_a_packs_object_read_in_process_fails_by_name(idiom_servers):
     assert data["node_id"] == "2" and data["exception_type"].endswith("ObjectCannotCross"), data
     assert data["exception_message"].startswith(
         "output 0 (IDIOM_PIPE) of MakePipeIdiomIsohost is a isohost_idiom_nodes.pipe_types.Pipe: "
-        "the class lives in its pack, which isolated environment 'idioms' imports and ComfyUI's "
-        "process cannot, so the object cannot reach PreviewAny outside that environment; run "
-        "the nodes that read it in environment 'idioms'"), data["exception_message"]
+        "only isolated environment 'idioms' can import its class (the pack's, or a library "
+        "installed there alone), so the object cannot reach PreviewAny outside that "
+        "environment; run the nodes that read it in environment 'idioms'"), data["exception_message"]
     # The worker goes on: the next prompt passes the objects between the pack's nodes.
     run_ok(isolated, read_pipe(fresh_label()))
 
@@ -97,10 +97,11 @@ def test_the_worker_finds_a_packs_objects_by_the_modules_their_pickle_names(tmp_
     own = _module(monkeypatch, root + ".utils", None)
     beside = _module(monkeypatch, "impactish.core", pack_dir + "/modules/impactish/core.py")
     other = _module(monkeypatch, "elsewhere", str(tmp_path / "elsewhere.py"))
-    assert values.pack_class(own.Thing()) == "a_pack.utils.Thing"
-    assert values.pack_class({"segs": ((4, 4), [beside.Thing()])}) == "impactish.core.Thing"
+    assert values.worker_only_class(own.Thing()) == "a_pack.utils.Thing"
+    assert (values.worker_only_class({"segs": ((4, 4), [beside.Thing()])})
+            == "impactish.core.Thing")
     for plain in (3, "text", [1, {"a": (2.0, None)}], other.Thing(), types.SimpleNamespace()):
-        assert values.pack_class(plain) is None, plain
+        assert values.worker_only_class(plain) is None, plain
     # Kept where the host allows it; refused, by class, where the host would have to read it.
     kept, refused, text = held.keep_outputs((own.Thing(), own.Thing(), "x"),
                                             [held.KEEP, held.CROSS, held.KEEP])
@@ -110,6 +111,66 @@ def test_the_worker_finds_a_packs_objects_by_the_modules_their_pickle_names(tmp_
     # Without the host's word (keep_outputs_in_workers off) every output crosses, refused alike.
     assert held.keep_outputs((own.Thing(), 5), ()) == ({held.REFUSED: "a_pack.utils.Thing"}, 5)
     held.drop([[kept["pid"], kept[held.MARK]]])
+
+
+def detector_workflow(label, reader):
+    """MakeDetector's object of a library of the idiom environment alone, read by `reader`."""
+    inputs = {"detector": ["1", 0]} if reader == "UseDetectorIdiomIsohost" else {
+        "source": ["1", 0]}
+    return {"1": {"class_type": "MakeDetectorIdiomIsohost", "inputs": {"label": label}},
+            "2": {"class_type": reader, "inputs": inputs}}
+
+
+def test_a_librarys_objects_pass_between_the_packs_nodes_in_its_worker(idiom_servers):
+    isolated = idiom_servers["isolated"]
+    outputs = run_ok(isolated, detector_workflow("seen", "UseDetectorIdiomIsohost"))
+    assert outputs["2"]["text"] == ["seen of isohost_env_library"]
+
+
+def test_a_librarys_object_read_in_process_fails_by_name(idiom_servers):
+    isolated = idiom_servers["isolated"]
+    kind, message, _ = isolated.run(detector_workflow(fresh_label(), "PreviewAny"))
+    assert kind == "execution_error", message
+    data = message["data"]
+    assert data["node_id"] == "1" and data["exception_type"].endswith("ObjectCannotCross"), data
+    assert data["exception_message"].startswith(
+        "output 0 (IDIOM_DETECTOR) of MakeDetectorIdiomIsohost is a "
+        "isohost_env_library.Detector: only isolated environment 'idioms' can import its class"
+    ), data["exception_message"]
+
+
+def test_the_worker_finds_objects_of_libraries_the_host_cannot_import(monkeypatch):
+    monkeypatch.syspath_prepend(str(BUILD_PYTHON))
+    from isohost_comfy_worker import comfy_env, values
+
+    library = _module(monkeypatch, "only_here.models", "/env/site-packages/only_here/models.py")
+    everywhere = _module(monkeypatch, "everywhere", "/env/site-packages/everywhere.py")
+    monkeypatch.setattr(comfy_env, "_host_modules", frozenset())
+    assert values.worker_only_class(library.Thing()) is None  # the host's word not yet had
+    monkeypatch.setattr(comfy_env, "_host_modules", frozenset({"everywhere", "builtins"}))
+    assert values.worker_only_class([everywhere.Thing(), {"x": library.Thing()}]) == (
+        "only_here.models.Thing")
+    assert values.worker_only_class(everywhere.Thing()) is None
+
+
+def test_the_host_lists_what_it_can_import_namespace_packages_too(tmp_path, monkeypatch):
+    (tmp_path / "namespace_only" / "sub").mkdir(parents=True)
+    (tmp_path / "plain.py").write_text("")
+    (tmp_path / "not-a-name").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "folder_paths", types.ModuleType("folder_paths"))
+    import importlib.util
+
+    from comfy_server import REPO
+
+    spec = importlib.util.spec_from_file_location(
+        "isohost_comfyui_worker_settings",
+        REPO / "comfyui" / "isohost_comfyui" / "worker_settings.py")
+    worker_settings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker_settings)
+    names = worker_settings.host_modules()
+    assert {"namespace_only", "plain", "sys", "os", "pytest"} <= set(names)
+    assert "not-a-name" not in names and names == sorted(names)
 
 
 def _module(monkeypatch, name, path):
