@@ -44,6 +44,7 @@ import isohost  # noqa: E402
 from . import bridge, catalog, held, pack_routes, standins, status_route  # noqa: E402
 from . import model_folders  # noqa: E402
 from . import torch_threads  # noqa: E402
+from . import worker_output  # noqa: E402
 from . import settings as settings_module  # noqa: E402
 from .worker_settings import worker_settings  # noqa: E402
 
@@ -131,16 +132,21 @@ def _config_error(settings, error):
     return "%s: %s" % (settings.path, re.sub(r"^\(dict\):\d+:\d+: ", "", str(error)))
 
 
+def _new_host(config):
+    # The workers' output goes to ComfyUI's own log, as a pack's does in process.
+    return isohost.Host(config, on_output=worker_output.write)
+
+
 def _make_host(settings):
     """isohost.Host of the settings; an environment that isohost refuses is logged and left
     out with its packs, and the others load. None if [host] itself is refused."""
     try:
-        return isohost.Host(settings.host_config)
+        return _new_host(settings.host_config)
     except isohost.ConfigError:
         pass
     host_only = {k: v for k, v in settings.host_config.items() if k != "env"}
     try:
-        isohost.Host(host_only).close()
+        _new_host(host_only).close()
     except isohost.Error as e:
         _log.error("isohost: no isolated packs loaded: %s", _config_error(settings, e))
         return None
@@ -150,7 +156,7 @@ def _make_host(settings):
         if alone.get("prestart") is True and alone.get("preload"):
             alone["prestart"] = False  # checked, not started
         try:
-            isohost.Host(dict(host_only, env={name: alone})).close()
+            _new_host(dict(host_only, env={name: alone})).close()
         except isohost.Error as e:
             packs = [p for n, p in settings.packs if n == name]
             reason = _config_error(settings, e)
@@ -162,7 +168,7 @@ def _make_host(settings):
     settings.host_config = dict(host_only, env=accepted)
     settings.packs = [(n, p) for n, p in settings.packs if n in accepted]
     try:
-        return isohost.Host(settings.host_config)
+        return _new_host(settings.host_config)
     except isohost.Error as e:
         _log.error("isohost: no isolated packs loaded: %s", _config_error(settings, e))
         return None

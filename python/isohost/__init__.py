@@ -30,6 +30,7 @@ except ImportError as _error:
 
     raise import_error(_error) from _error
 from isohost import config as _config
+from isohost.output import OutputLine, OutputRelay
 from isohost.errors import (BadRequest, CallTimeout, ConfigError, ControlError, CrashLoop,
                             DecodeError, EncodeError, Error, HibernateFailed, HostShuttingDown,
                             Interrupted, ProtocolError, SpawnFailed, StartTimeout, TargetNotFound,
@@ -41,12 +42,20 @@ __all__ = [
     "CallTimeout", "WorkerException", "TargetNotFound", "BadRequest", "CrashLoop",
     "UnknownEnvironment", "HostShuttingDown", "ConfigError", "ControlError", "EncodeError",
     "DecodeError", "HibernateFailed", "WakeFailed", "Interrupted", "DeviceFallbackWarning",
+    "OutputLine",
 ]
 
 _log = logging.getLogger("isohost")
 
 # A JSON body past this goes pickled instead (a frame's body is at most 64 MiB).
 _JSON_LIMIT = 60 << 20
+
+# How long a call's result waits for the output handler to have handled the lines the worker
+# wrote before replying: a handler stuck in a write delays no call longer.
+_OUTPUT_WAIT_SECONDS = 1.0
+
+# How long close() waits for the output handler to hand on the workers' last lines.
+_OUTPUT_JOIN_SECONDS = 5.0
 
 # Where the workers' runtime lives: beside this package (build/python).
 _RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.abspath(isohost_worker.__file__)))
@@ -57,24 +66,34 @@ class Host:
 
     `config` is a path to a TOML file (README, "Usage") or the same as a dict. Every method
     may be called from any thread; the blocking ones release the GIL while they wait.
+
+    `on_output`: each line the workers write to their stdout and stderr goes to
+    `on_output(line)` (an isohost.OutputLine) on this host's thread "isohost-output", in the
+    order the host read it, instead of isohost's log; a call's result waits until the lines its
+    worker wrote before replying have been handed over (docs/python-api.md, "Worker output").
     """
 
-    def __init__(self, config=None):
+    def __init__(self, config=None, on_output=None):
         self._peers = {}
         self._ask_handlers = {}
         self._tells = None
+        self._output = None
+        relay = on_output is not None
         try:
             if config is None:
-                self._core = _isohost.Core.from_toml("", "(defaults)", os.getcwd(), _RUNTIME_DIR)
+                self._core = _isohost.Core.from_toml("", "(defaults)", os.getcwd(), _RUNTIME_DIR,
+                                                     relay)
             elif isinstance(config, dict):
                 self._core = _isohost.Core.from_toml(_config.to_toml(config), "(dict)",
-                                                     os.getcwd(), _RUNTIME_DIR)
+                                                     os.getcwd(), _RUNTIME_DIR, relay)
             else:
-                self._core = _isohost.Core(os.fspath(config), _RUNTIME_DIR)
+                self._core = _isohost.Core(os.fspath(config), _RUNTIME_DIR, relay)
         except _isohost.CoreError as e:
             raise from_core(str(e)) from None
         except TypeError as e:
             raise ConfigError(str(e)) from None
+        if relay:
+            self._output = OutputRelay(self._core, on_output)
 
     def call(self, env, target, *args, **kwargs):
         """Run `target` ("module:function") in environment `env`'s worker and return its
@@ -164,6 +183,8 @@ class Host:
         self._core.close()
         if self._tells is not None and self._tells is not threading.current_thread():
             self._tells.join()  # take_tells returns None at once now; a handler ends first
+        if self._output is not None:
+            self._output.join(_OUTPUT_JOIN_SECONDS)
         for peer in self._peers.values():
             peer.open = False
             values.drop_spares(peer)
@@ -248,8 +269,10 @@ class Host:
         self._wait(pending)
         return self._finish(pending, peer)
 
-    @staticmethod
-    def _finish(pending, peer):
+    def _finish(self, pending, peer):
+        if self._output is not None:
+            # As in one process: what the call printed is out before its result is.
+            self._output.wait_for(pending.output_read, _OUTPUT_WAIT_SECONDS)
         kind, text, fds = pending.outcome()
         if kind == "value":
             return json.loads(text)

@@ -50,6 +50,7 @@ def prepare(settings):
     from isohost_comfy_worker import memory
 
     memory.install(settings.get("device"))
+    _configure_logging()
     global _host_modules
     _host_modules = frozenset(settings.get("host_modules") or ())
     _prepared = settings
@@ -84,6 +85,14 @@ def _apply_args(values):
             if hasattr(current, "value") and not isinstance(value, type(current)):
                 value = type(current)(value)  # an Enum travels as its value
             setattr(args, name, value)
+
+
+def _configure_logging():
+    import comfy.cli_args
+
+    from isohost_comfy_worker import root_logger
+
+    root_logger.configure(comfy.cli_args.args)
 
 
 def _apply_folders(folders):

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "binding/idle_tells.hpp"
+#include "binding/output_queue.hpp"
 #include "binding/pending_call.hpp"
 #include "control/status_json.hpp"
 #include "pool/caller_polling.hpp"
@@ -75,19 +76,10 @@ pool::Request::Kind request_kind(const std::string& kind) {
 // One pool, owned by a Python Host.
 class Core {
  public:
-  Core(pool::Config config, const std::string& runtime_dir)
-      : pool_(std::make_unique<pool::Pool>(
-            std::move(config),
-            pool::PoolOptions{
-                .runtime_dir = runtime_dir,
-                .on_tell = [tells = tells_](
-                               const std::string& env,
-                               const nlohmann::ordered_json& tell) { tells->push(env, tell); },
-                .on_ask =
-                    [tells = tells_](const std::string& env, const nlohmann::ordered_json& ask,
-                                     IdleTells::Answer answer) {
-                      tells->push(env, ask, std::move(answer));
-                    }})) {}
+  // `relay_output`: the workers' output lines go to take_output() instead of the host's log.
+  Core(pool::Config config, const std::string& runtime_dir, bool relay_output)
+      : pool_(std::make_unique<pool::Pool>(std::move(config),
+                                           pool_options(runtime_dir, relay_output))) {}
 
   // Takes ownership of `fds` at once, whatever happens next.
   std::shared_ptr<PendingCall> submit(const std::string& kind, const std::string& env,
@@ -110,8 +102,9 @@ class Core {
         pending->ask(ask, std::move(answer));
       };
     }
-    pool_->submit(std::move(request),
-                  [pending](worker::Outcome outcome) { pending->complete(std::move(outcome)); });
+    pool_->submit(std::move(request), [pending, output = output_](worker::Outcome outcome) {
+      pending->complete(std::move(outcome), output->pushed());
+    });
     return pending;
   }
 
@@ -154,20 +147,59 @@ class Core {
     tells_->answer(token, parse_reply(reply_text));
   }
 
+  // None once closed and every line taken, else ([(env, pid, "stdout" or "stderr", line as
+  // bytes)], how many lines were dropped after those, how many had been read by then): the
+  // workers' output since the last take, waiting (GIL released) at most `timeout` seconds for
+  // the first line. Only with relay_output.
+  py::object take_output(double timeout) {
+    std::optional<OutputQueue::Batch> batch;
+    {
+      py::gil_scoped_release release;
+      batch = output_->take(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(std::clamp(timeout, 0.0, 3600.0))));
+    }
+    if (!batch) return py::none();
+    py::list lines;
+    for (const auto& line : batch->lines) {
+      lines.append(py::make_tuple(line.env, line.pid, worker::stream_name(line.stream),
+                                  py::bytes(line.text)));
+    }
+    return py::make_tuple(lines, batch->dropped, batch->through);
+  }
+
   void close() {
     if (closed_) return;
     closed_ = true;  // under the GIL, so no submit can slip in behind the shutdown
     tells_->close();
     py::gil_scoped_release release;
     pool_.reset();  // shuts down, then frees the event loop's descriptors too
+    output_->close();  // after the pool: the workers' last words are queued by now
   }
 
  private:
+  pool::PoolOptions pool_options(const std::string& runtime_dir, bool relay_output) {
+    pool::PoolOptions options{
+        .runtime_dir = runtime_dir,
+        .on_tell = [tells = tells_](const std::string& env,
+                                    const nlohmann::ordered_json& tell) { tells->push(env, tell); },
+        .on_ask = [tells = tells_](
+                      const std::string& env, const nlohmann::ordered_json& ask,
+                      IdleTells::Answer answer) { tells->push(env, ask, std::move(answer)); }};
+    if (relay_output) {
+      options.on_output = [output = output_](worker::OutputLine line) {
+        output->push(std::move(line));
+      };
+    }
+    return options;
+  }
+
   void refuse_if_closed() const {
     if (closed_) throw Error(ErrorKind::shutting_down, "the host is closed");
   }
 
-  std::shared_ptr<IdleTells> tells_ = std::make_shared<IdleTells>();  // before pool_: it feeds it
+  // Before pool_, which feeds them.
+  std::shared_ptr<IdleTells> tells_ = std::make_shared<IdleTells>();
+  std::shared_ptr<OutputQueue> output_ = std::make_shared<OutputQueue>();
   std::unique_ptr<pool::Pool> pool_;
   bool closed_ = false;
 };
@@ -260,21 +292,25 @@ PYBIND11_MODULE(_isohost, m) {
       .def("answer", &binding::answer, py::arg("token"), py::arg("reply"))
       .def("outcome", &binding::outcome, "The outcome, once wait_event said 'done'")
       .def_readonly("ticket", &PendingCall::ticket)
+      .def_property_readonly("output_read", &PendingCall::output_read,
+                             "How many lines of the workers' output were read when it ended")
       .def("done", &PendingCall::done)
       .def("fileno", &PendingCall::event_fd, "An eventfd readable once the outcome is in");
 
   py::class_<Core>(m, "Core")
-      .def(py::init([](const std::string& path, const std::string& runtime_dir) {
-             return std::make_unique<Core>(pool::load_config(path), runtime_dir);
+      .def(py::init([](const std::string& path, const std::string& runtime_dir, bool relay_output) {
+             return std::make_unique<Core>(pool::load_config(path), runtime_dir, relay_output);
            }),
-           py::arg("config_path"), py::arg("runtime_dir"))
+           py::arg("config_path"), py::arg("runtime_dir"), py::arg("relay_output") = false)
       .def_static(
           "from_toml",
           [](const std::string& text, const std::string& source, const std::string& base_dir,
-             const std::string& runtime_dir) {
-            return std::make_unique<Core>(pool::parse_config(text, source, base_dir), runtime_dir);
+             const std::string& runtime_dir, bool relay_output) {
+            return std::make_unique<Core>(pool::parse_config(text, source, base_dir), runtime_dir,
+                                          relay_output);
           },
-          py::arg("text"), py::arg("source"), py::arg("base_dir"), py::arg("runtime_dir"))
+          py::arg("text"), py::arg("source"), py::arg("base_dir"), py::arg("runtime_dir"),
+          py::arg("relay_output") = false)
       .def("submit", &Core::submit, py::arg("kind"), py::arg("env"), py::arg("message"),
            py::arg("fds"))
       .def("interrupt", &Core::interrupt, py::arg("pending"), py::arg("grace_seconds"))
@@ -283,6 +319,9 @@ PYBIND11_MODULE(_isohost, m) {
            py::arg("reply_text"))
       .def("take_tells", &Core::take_tells, py::arg("timeout"),
            "None once closed, else [(env, tell or ask as JSON text, token)] sent between calls")
+      .def("take_output", &Core::take_output, py::arg("timeout"),
+           "None once closed, else ([(env, pid, stream, line)], dropped, through): the workers' "
+           "output since the last take")
       .def("status", &Core::status)
       .def("close", &Core::close);
 }

@@ -12,10 +12,11 @@
 
 namespace isohost::binding {
 
-void PendingCall::complete(worker::Outcome outcome) {
+void PendingCall::complete(worker::Outcome outcome, std::uint64_t output_read) {
   std::lock_guard lock(mutex_);
   answers_.clear();
   outcome_.emplace(std::move(outcome));
+  output_read_ = output_read;
   completed_flag_.store(true, std::memory_order_release);
   signal_event_locked();
   completed_.notify_all();
@@ -87,6 +88,11 @@ void PendingCall::signal_event_locked() {
   const std::uint64_t one = 1;
   // A full counter is still readable, which is all a waiter needs.
   [[maybe_unused]] const auto written = ::write(event_.get(), &one, sizeof one);
+}
+
+std::uint64_t PendingCall::output_read() const {
+  std::lock_guard lock(mutex_);
+  return output_read_;
 }
 
 }  // namespace isohost::binding

@@ -44,8 +44,9 @@ class PendingCall {
   enum class Event { done, asks, timeout };
 
   // Loop thread, once: stores the outcome and wakes every waiter. Asks not yet answered are
-  // dropped: the call that made them has ended.
-  void complete(worker::Outcome outcome);
+  // dropped: the call that made them has ended. `output_read`: how many lines of the workers'
+  // output the host had read by then (OutputQueue::pushed()), which the caller may wait for.
+  void complete(worker::Outcome outcome, std::uint64_t output_read = 0);
 
   // Loop thread: the worker asked something during the call; wakes a waiter to serve it.
   void ask(nlohmann::ordered_json body, Answer answer);
@@ -61,6 +62,9 @@ class PendingCall {
   const worker::Outcome& wait();
 
   [[nodiscard]] bool done() const;
+
+  // complete()'s `output_read`; 0 until then.
+  [[nodiscard]] std::uint64_t output_read() const;
 
   // The pool's name for the call (Pool::interrupt); 0 for other requests.
   std::uint64_t ticket = 0;
@@ -80,6 +84,7 @@ class PendingCall {
   // Set while asks_ is not empty, for wait_event's poll, which takes no lock.
   std::atomic<bool> asked_flag_{false};
   std::optional<worker::Outcome> outcome_;
+  std::uint64_t output_read_ = 0;
   // Set once outcome_ is in, for wait_event's poll, which takes no lock.
   std::atomic<bool> completed_flag_{false};
   wire::UniqueFd event_;

@@ -190,7 +190,7 @@ void WebSidecar::watch() {
         });
     relay_ =
         std::make_shared<worker::OutputPipe>(io_, std::move(stderr_), [](const std::string& line) {
-          if (!line.empty()) spdlog::warn("{}", line);
+          if (!line.empty()) spdlog::warn("{}", worker::printable_line(line));
         });
     relay_->start();
   });

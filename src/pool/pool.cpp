@@ -526,6 +526,7 @@ Worker::Events Pool::worker_events(Slot& slot, const std::shared_ptr<std::weak_p
           },
       .run_escape_pass =
           [this](std::function<void()> pass) { sampling_.run_off_loop(std::move(pass)); },
+      .on_output = options_.on_output,
   };
 }
 

@@ -95,6 +95,10 @@ struct PoolOptions {
   std::function<void(const std::string& env, const nlohmann::ordered_json& ask,
                      std::function<void(nlohmann::ordered_json)> answer)>
       on_ask;
+  // Each line a worker writes to its stdout or stderr, instead of the host's log; runs on the
+  // loop thread and must not block (Worker::Events::on_output: a call's lines come before its
+  // outcome). Zygotes' own lines stay in the log. Unset: logged.
+  std::function<void(worker::OutputLine line)> on_output;
 };
 
 class Pool : private AdmissionSteps {

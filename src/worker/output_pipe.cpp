@@ -67,8 +67,7 @@ std::string printable_line(std::string_view line) {
   return out;
 }
 
-OutputPipe::OutputPipe(asio::io_context& io, wire::UniqueFd read_end,
-                       std::function<void(const std::string&)> on_line)
+OutputPipe::OutputPipe(asio::io_context& io, wire::UniqueFd read_end, OnLine on_line)
     : pipe_(io, read_end.release()), on_line_(std::move(on_line)) {
   pipe_.non_blocking(true);
 }
@@ -87,13 +86,18 @@ void OutputPipe::read_some() {
                         });
 }
 
-void OutputPipe::drain() {
+void OutputPipe::read_available() {
   if (!pipe_.is_open()) return;
   for (;;) {
     const ssize_t n = ::read(pipe_.native_handle(), buffer_, sizeof buffer_);
     if (n <= 0) break;
     consume(buffer_, static_cast<std::size_t>(n));
   }
+}
+
+void OutputPipe::drain() {
+  if (!pipe_.is_open()) return;
+  read_available();
   if (!partial_.empty()) emit(std::move(partial_));
   partial_.clear();
 }
@@ -116,10 +120,9 @@ void OutputPipe::consume(const char* data, std::size_t size) {
 
 void OutputPipe::emit(std::string line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  line = printable_line(line);
-  on_line_(line);
-  tail_.push_back(std::move(line));
+  tail_.push_back(printable_line(line));
   if (tail_.size() > kTailLines) tail_.pop_front();
+  on_line_(std::move(line));
 }
 
 }  // namespace isohost::worker

@@ -20,18 +20,24 @@ namespace isohost::worker {
 std::string printable_line(std::string_view line);
 
 // Reads a worker's stdout or stderr line by line on the event loop, hands every line to
-// `on_line` (printable_line's form) and keeps the last few for crash reports. Output is a pipe
-// apart from the protocol socket, so nothing printed can corrupt a frame.
+// `on_line` as the worker wrote it (without its newline, nor a '\r' before it; whoever logs it
+// makes it printable_line's form) and keeps the last few, printable, for crash reports. Output
+// is a pipe apart from the protocol socket, so nothing printed can corrupt a frame.
 class OutputPipe : public std::enable_shared_from_this<OutputPipe> {
  public:
   static constexpr std::size_t kTailLines = 20;
+  // A longer line is cut here; the rest of it, up to its newline, is dropped.
   static constexpr std::size_t kMaxLineBytes = 16 * 1024;
+  using OnLine = std::function<void(std::string line)>;
 
-  OutputPipe(asio::io_context& io, wire::UniqueFd read_end,
-             std::function<void(const std::string&)> on_line);
+  OutputPipe(asio::io_context& io, wire::UniqueFd read_end, OnLine on_line);
 
   void start();
-  // Reads whatever is already in the pipe without waiting: the last words of a dead worker.
+  // Reads whatever is already in the pipe without waiting and hands on its whole lines; a line
+  // not ended yet waits for its newline. So the lines a worker wrote before its reply are handed
+  // on before the reply is.
+  void read_available();
+  // read_available(), then the line not ended, if any: the last words of a dead worker.
   void drain();
   void close();
 
@@ -43,7 +49,7 @@ class OutputPipe : public std::enable_shared_from_this<OutputPipe> {
   void emit(std::string line);
 
   asio::posix::stream_descriptor pipe_;
-  std::function<void(const std::string&)> on_line_;
+  OnLine on_line_;
   std::string partial_;
   std::deque<std::string> tail_;
   char buffer_[4096];

@@ -211,13 +211,10 @@ void Worker::start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::Uniqu
   side_.socket.assign(side_end.release());
   side_.socket.non_blocking(true);
   pidfd_.assign(child_pidfd.release());
-  const std::string prefix = "[" + options_.env_name + ":" + std::to_string(pid_) + "] ";
-  stdout_ = std::make_shared<OutputPipe>(io_, std::move(out), [prefix](const std::string& line) {
-    spdlog::info("{}{}", prefix, line);
-  });
-  stderr_ = std::make_shared<OutputPipe>(io_, std::move(err), [prefix](const std::string& line) {
-    spdlog::info("{}{}", prefix, line);
-  });
+  stdout_ =
+      std::make_shared<OutputPipe>(io_, std::move(out), output_handler(OutputLine::Stream::out));
+  stderr_ =
+      std::make_shared<OutputPipe>(io_, std::move(err), output_handler(OutputLine::Stream::err));
   stdout_->start();
   stderr_->start();
   watch_exit();
@@ -231,6 +228,17 @@ void Worker::start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::Uniqu
                             std::to_string(self->options_.start_timeout.count()) +
                             " ms; it was killed"));
   });
+}
+
+OutputPipe::OnLine Worker::output_handler(OutputLine::Stream stream) const {
+  if (!events_.on_output) {
+    return [prefix = "[" + options_.env_name + ":" + std::to_string(pid_) + "] "](
+               const std::string& line) { spdlog::info("{}{}", prefix, printable_line(line)); };
+  }
+  return [on_output = events_.on_output, env = options_.env_name, pid = pid_,
+          stream](std::string line) {
+    on_output(OutputLine{.env = env, .pid = pid, .stream = stream, .text = std::move(line)});
+  };
 }
 
 std::string Worker::identity() const {
@@ -439,6 +447,11 @@ void Worker::handle_reply(const nlohmann::ordered_json& body, std::vector<wire::
   }
   auto outcome = reply_outcome(body, main ? request_.what : "query", buffers);
   Handler handler;
+  if (main && events_.on_output) {
+    // What the call printed is in the pipes by now, but the loop may not have read it yet.
+    stdout_->read_available();
+    stderr_->read_available();
+  }
   if (main) {
     handler = std::move(request_.handler);
     request_.handler = nullptr;

@@ -34,6 +34,7 @@
 #include "wire/frame.hpp"
 #include "wire/socket_io.hpp"
 #include "worker/outcome.hpp"
+#include "worker/output_line.hpp"
 #include "worker/output_pipe.hpp"
 
 namespace isohost::worker {
@@ -151,6 +152,11 @@ class Worker : public std::enable_shared_from_this<Worker> {
     // Runs, off the loop, the pass that ends what an ended worker left outside the host's tree
     // (proc::end_escaped walks /proc: 0.6 to 14 ms). Unset: the pass runs on the loop.
     std::function<void(std::function<void()> pass)> run_escape_pass;
+    // Each line the worker writes to its stdout or stderr, on the loop thread, which it must
+    // not hold up. The lines written before a main-lane reply come before that reply's handler
+    // runs (the pipes are read once more as the reply arrives). Unset: each line goes to the
+    // host's log ("[env:pid] line", printable_line's form).
+    std::function<void(OutputLine line)> on_output;
   };
 
   // The ops a worker may send besides hello and reply.
@@ -231,6 +237,8 @@ class Worker : public std::enable_shared_from_this<Worker> {
 
   void start(wire::UniqueFd main_end, wire::UniqueFd side_end, wire::UniqueFd child_pidfd,
              wire::UniqueFd out, wire::UniqueFd err);
+  // Where the lines of the worker's `stream` go: events_.on_output, else the host's log.
+  [[nodiscard]] OutputPipe::OnLine output_handler(OutputLine::Stream stream) const;
   void read_frames(Lane& lane);
   void on_socket_closed(const Lane& lane);
   void handle_frame(Lane& lane, wire::Frame frame);

@@ -644,3 +644,23 @@ def test_a_binary_server_message_travels_as_json_or_is_refused_by_name():
         messages.encode(1, {"not": "bytes"}, None)
     with pytest.raises(ValueError, match="a preview is"):
         messages.encode(2, ("GIF", Image.new("RGB", (8, 8)), None), None)
+
+
+def test_a_workers_line_is_written_whole_with_its_colours_and_other_controls_escaped(monkeypatch):
+    import io
+
+    import isohost
+
+    worker_output = _adapter_module("worker_output")
+    shown = worker_output.shown
+    assert shown("\x1b[1;32mready\x1b[0m\ttab") == "\x1b[1;32mready\x1b[0m\ttab"
+    assert shown("bell\x07 clear\x1b[2J nul\x00 csi\x9b lone\x1b") == \
+        "bell\\x07 clear\\x1b[2J nul\\x00 csi\\x9b lone\\x1b"
+    assert shown(" 10%|#\r 50%|#####\r100%|##########") == "100%|##########"
+    assert shown("done\r\r") == "done"
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    worker_output.write(isohost.OutputLine("postproc", 42, "stdout", "said \\xff"))
+    worker_output.write(isohost.OutputLine("postproc", 42, "stderr", "logged"))
+    assert (out.getvalue(), err.getvalue()) == ("[postproc] said \\xff\n", "[postproc] logged\n")

@@ -1,5 +1,6 @@
 // A worker's output reaches the host's log and crash reports with its control bytes escaped:
-// what a worker prints must not drive the operator's terminal.
+// what a worker prints must not drive the operator's terminal. Or, where the host asked for it,
+// its handler, as written and before the call's outcome.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include <spdlog/sinks/sink.h>
 #include <spdlog/spdlog.h>
@@ -105,6 +108,52 @@ TEST(PoolWorkerOutput, ControlBytesAreEscapedInTheLogAndTheCrashReport) {
   EXPECT_THAT(text, HasSubstr("LAST \\x1b[2Jwords"));
   EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
   EXPECT_EQ(text.find('\0'), std::string::npos) << text;
+}
+
+std::vector<std::string> texts(const std::vector<OutputLine>& lines, OutputLine::Stream stream) {
+  std::vector<std::string> out;
+  for (const auto& line : lines)
+    if (line.stream == stream) out.push_back(line.text);
+  return out;
+}
+
+TEST(PoolWorkerOutput, AHandlerGetsTheLinesAsWrittenBeforeTheReplyAndTheLogDoesNot) {
+  test_support::TempDir dir;
+  std::ofstream(dir.path + "/isohost_told.py")
+      << "import os\n"
+         "def told():\n"
+         "    os.write(1, b'OUT \\x1b[31mred\\xff\\r\\nsecond\\n')\n"
+         "    os.write(2, b'ERR line\\n')\n"
+         "    os.write(1, b'unended')\n"
+         "    return os.getpid()\n";
+  auto config = test_support::fixture_config({"a"});
+  config.environments["a"].path.push_back(dir.path);
+  std::mutex mutex;
+  std::vector<OutputLine> lines;
+  LogCapture log;
+  {
+    pool::Pool pool(config, pool::PoolOptions{.on_output = [&](OutputLine line) {
+                      const std::lock_guard lock(mutex);
+                      lines.push_back(std::move(line));
+                    }});
+    const auto pid = pool.call("a", "isohost_told:told").get().get<pid_t>();
+    {
+      // Handed over on the loop before the call's outcome: no waiting here. In order within
+      // each stream; the two pipes may be read either first.
+      const std::lock_guard lock(mutex);
+      EXPECT_EQ(texts(lines, OutputLine::Stream::out),
+                (std::vector<std::string>{"OUT \x1b[31mred\xff", "second"}));
+      EXPECT_EQ(texts(lines, OutputLine::Stream::err), std::vector<std::string>{"ERR line"});
+      for (const auto& line : lines) {
+        EXPECT_EQ(line.env, "a");
+        EXPECT_EQ(line.pid, pid);
+      }
+    }
+  }  // the pool ends the worker: its line without a newline comes then
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3].text, "unended");
+  EXPECT_EQ(log.text().find("ERR line"), std::string::npos) << log.text();
+  EXPECT_EQ(log.text().find("second"), std::string::npos) << log.text();
 }
 
 }  // namespace
