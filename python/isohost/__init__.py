@@ -30,6 +30,7 @@ except ImportError as _error:
 
     raise import_error(_error) from _error
 from isohost import config as _config
+from isohost.core_batches import core_batches
 from isohost.output import OutputLine, OutputRelay
 from isohost.errors import (BadRequest, CallTimeout, ConfigError, ControlError, CrashLoop,
                             DecodeError, EncodeError, Error, HibernateFailed, HostShuttingDown,
@@ -360,12 +361,7 @@ def _run_ask_handler(handlers, body):
 def _serve_tells(core_ref, handlers):
     """The thread "isohost-tells": runs the handlers of the tells and asks workers send between
     calls, and answers the asks, until the host closes or is collected."""
-    while True:
-        core = core_ref()
-        tells = None if core is None else core.take_tells(1.0)
-        del core
-        if tells is None:
-            return
+    for tells in core_batches(core_ref, "take_tells"):
         for _env, text, token in tells:
             reply_text, _ = _run_ask_handler(handlers, json.loads(text))
             core = core_ref() if token else None

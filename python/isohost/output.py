@@ -8,6 +8,8 @@ import logging
 import threading
 import weakref
 
+from isohost.core_batches import core_batches
+
 _log = logging.getLogger("isohost")
 
 OutputLine = collections.namedtuple("OutputLine", "env pid stream text")
@@ -28,8 +30,6 @@ class OutputRelay:
         self._ended = False
         self._failed = False
         self._progress = threading.Condition()
-        # A weak reference to the core: a Host dropped without close() still ends its workers
-        # when it is collected.
         self._thread = threading.Thread(target=self._serve, args=(weakref.ref(core),),
                                         name="isohost-output", daemon=True)
         self._thread.start()
@@ -51,13 +51,7 @@ class OutputRelay:
 
     def _serve(self, core_ref):
         try:
-            while True:
-                core = core_ref()
-                batch = None if core is None else core.take_output(1.0)
-                del core
-                if batch is None:
-                    return
-                lines, dropped, through = batch
+            for lines, dropped, through in core_batches(core_ref, "take_output"):
                 for env, pid, stream, raw in lines:
                     text = raw.decode("utf-8", "backslashreplace")
                     self._hand(OutputLine(env, pid, stream, text))
