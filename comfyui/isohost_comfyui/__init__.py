@@ -46,7 +46,7 @@ from . import model_folders  # noqa: E402
 from . import torch_threads  # noqa: E402
 from . import worker_output  # noqa: E402
 from . import settings as settings_module  # noqa: E402
-from .worker_settings import worker_settings  # noqa: E402
+from .worker_settings import WorkerSettings  # noqa: E402
 
 NODE_CLASS_MAPPINGS = {}
 NODE_DISPLAY_NAME_MAPPINGS = {}
@@ -110,9 +110,9 @@ def _load_pack(runner, routes, cache, env, pack_dir, env_config):
     web = description.get("web_directory")
     if web and os.path.isdir(web):
         nodes.EXTENSION_WEB_DIRS[os.path.basename(pack_dir)] = web
-    routes.register(env, runner.worker_settings[env], pack_dir, description.get("routes") or [])
+    routes.register(env, pack_dir, description.get("routes") or [])
     if description.get("on_prompt_handlers"):
-        routes.register_on_prompt(env, runner.worker_settings[env], pack_dir)
+        routes.register_on_prompt(env, pack_dir)
     return len(description["nodes"])
 
 
@@ -190,13 +190,14 @@ def _start():
         return
     status_route.SOURCE.started(host, list(settings.host_config.get("env", {})), settings.packs)
     atexit.register(host.close)
-    runner = standins.Runner(host, worker_settings(settings.host_config.get("env", {})),
+    runner = standins.Runner(host, WorkerSettings(settings.host_config.get("env", {})),
                              settings.interrupt_grace_seconds)
     if settings.keep_outputs_in_workers:
         held.install(runner)
     bridge.serve(host)
     bridge.join_memory_managers(host)
-    routes = pack_routes.PackRoutes(host, settings.route_timeout_seconds,
+    routes = pack_routes.PackRoutes(host, runner.worker_settings,
+                                    settings.route_timeout_seconds,
                                     settings.on_prompt_timeout_seconds)
     cache = catalog.Catalog(settings.scan_cache)
     loaded = 0

@@ -38,14 +38,16 @@ class PackRoutes:
     answered within `on_prompt_timeout` seconds goes on without them, logged: ComfyUI calls them
     inside POST /prompt on its event loop, where nothing else is served meanwhile."""
 
-    def __init__(self, host, timeout, on_prompt_timeout=10.0):
+    def __init__(self, host, worker_settings, timeout, on_prompt_timeout=10.0):
         self.host = host
+        # {env: its worker's settings}, looked up as a route is first served (WorkerSettings).
+        self.worker_settings = worker_settings
         self.timeout = timeout
         self.on_prompt_timeout = on_prompt_timeout
         self._channels = {}  # (env, pack directory): the address its worker listens on
         self._opening = {}  # (env, pack directory): the call opening it for on-prompt handlers
 
-    def register(self, env, worker_settings, pack_dir, routes):
+    def register(self, env, pack_dir, routes):
         """Adds the `routes` of the pack at `pack_dir` (its scan's "routes") to ComfyUI's table;
         one that ComfyUI or a pack loaded earlier already serves is left out (logged). Returns
         how many were added."""
@@ -69,11 +71,11 @@ class PackRoutes:
             if method == "STATIC":
                 table.static(path, route["directory"], **route.get("options", {}))
             else:
-                table.route(method, path)(self._proxy(env, worker_settings, pack_dir, path))
+                table.route(method, path)(self._proxy(env, pack_dir, path))
             added += 1
         return added
 
-    def _proxy(self, env, worker_settings, pack_dir, route_path):
+    def _proxy(self, env, pack_dir, route_path):
         async def handler(request):
             message = {"pack": pack_dir, "method": request.method, "route": route_path,
                        "path": request.path_qs, "match_info": dict(request.match_info),
@@ -82,7 +84,7 @@ class PackRoutes:
             where = "%s %s of %s" % (request.method, request.path, pack_dir)
             try:
                 answer, payload = await asyncio.wait_for(
-                    self._forward(env, worker_settings, pack_dir, message, body), self.timeout)
+                    self._forward(env, pack_dir, message, body), self.timeout)
             except asyncio.TimeoutError:
                 _log.error("isohost: %s had no answer within %g s; cancelled", where,
                            self.timeout)
@@ -108,7 +110,7 @@ class PackRoutes:
         handler.__name__ = "isohost_route"
         return handler
 
-    def register_on_prompt(self, env, worker_settings, pack_dir):
+    def register_on_prompt(self, env, pack_dir):
         """Has ComfyUI call the on-prompt handlers of the pack at `pack_dir`, in its worker,
         for each prompt, in the place among ComfyUI's handlers that the pack's import order
         gives it."""
@@ -117,13 +119,13 @@ class PackRoutes:
             _log.warning("isohost: the on-prompt handlers of %s are not called: no ComfyUI "
                          "server runs in this process", pack_dir)
             return
-        prompt_server.add_on_prompt_handler(self._on_prompt_proxy(env, worker_settings, pack_dir))
+        prompt_server.add_on_prompt_handler(self._on_prompt_proxy(env, pack_dir))
 
-    def _on_prompt_proxy(self, env, worker_settings, pack_dir):
+    def _on_prompt_proxy(self, env, pack_dir):
         def on_prompt(json_data):
             try:
                 answer, payload = self._on_prompt_exchange(
-                    env, worker_settings, pack_dir, json.dumps(json_data).encode())
+                    env, pack_dir, json.dumps(json_data).encode())
                 if "error" in answer:
                     raise ValueError("%s: %s" % (answer["error"].get("type"),
                                                  answer["error"].get("message")))
@@ -139,7 +141,7 @@ class PackRoutes:
         on_prompt.__name__ = "isohost_on_prompt"
         return on_prompt
 
-    def _on_prompt_exchange(self, env, worker_settings, pack_dir, body):
+    def _on_prompt_exchange(self, env, pack_dir, body):
         key = (env, pack_dir)
         message = {"kind": "on_prompt", "pack": pack_dir}
         deadline = time.monotonic() + self.on_prompt_timeout
@@ -152,7 +154,8 @@ class PackRoutes:
         self._channels.pop(key, None)
         # A slow start (a pack importing torch) outlasts one prompt's wait: the call runs on and
         # the next prompt waits for the same one.
-        call = self._opening.get(key) or self.host.start(env, _OPEN, pack_dir, worker_settings)
+        call = self._opening.get(key) or self.host.start(env, _OPEN, pack_dir,
+                                                              self.worker_settings[env])
         self._opening[key] = call
         try:
             address = call.result(timeout=self.on_prompt_timeout)
@@ -166,7 +169,7 @@ class PackRoutes:
         return _exchange_blocking(address, message, body, env,
                                   max(deadline - time.monotonic(), 0.001))
 
-    async def _forward(self, env, worker_settings, pack_dir, message, body):
+    async def _forward(self, env, pack_dir, message, body):
         key = (env, pack_dir)
         address = self._channels.get(key)
         if address is not None:
@@ -177,7 +180,8 @@ class PackRoutes:
         self._channels.pop(key, None)
         # Cancelled (the route timeout, ComfyUI's request gone), the call runs on: opening is
         # harmless, and the next request opens again at once.
-        address = await self.host.start(env, _OPEN, pack_dir, worker_settings).result_async()
+        address = await self.host.start(env, _OPEN, pack_dir,
+                                        self.worker_settings[env]).result_async()
         self._channels[key] = address
         return await _exchange(address, message, body, env)
 

@@ -1,8 +1,10 @@
 """What a worker needs of the host's ComfyUI to behave like it (isohost_comfy_worker.comfy_env):
-its command-line state, its directories, the GPU the worker is pinned to, and the modules this
-process can import. A worker applies them once; the stand-ins send them whole to a worker that
-has not had them and their `key` alone after that (standins.Runner)."""
+its command-line state, its directories, the GPU the worker is pinned to, the modules this
+process can import, and the modules of ComfyUI's own nodes outside nodes.py. A worker applies
+them once; the stand-ins send them whole to a worker that has not had them and their `key` alone
+after that (standins.Runner)."""
 
+import collections.abc
 import hashlib
 import json
 import os
@@ -20,7 +22,33 @@ _HOST_ONLY = {"enable_cors_header", "max_upload_size", "extra_model_paths_config
               "windows_standalone_build", "multi_user"}
 
 
-def worker_settings(envs):
+class WorkerSettings(collections.abc.Mapping):
+    """{env name: its settings}, made at their first use (a pack's scan, a call, a route) rather
+    than as the adapter loads: listing the host's modules takes 63 ms with ComfyUI's path, which a
+    start that finds every scan cached and runs no isolated node need not pay, and by then the
+    packs ComfyUI loads after the adapter are among them. Two threads that make them at once
+    make the same."""
+
+    def __init__(self, envs):
+        self._envs = envs
+        self._made = None
+
+    def __getitem__(self, env):
+        return self._all()[env]
+
+    def __iter__(self):
+        return iter(self._envs)
+
+    def __len__(self):
+        return len(self._envs)
+
+    def _all(self):
+        if self._made is None:
+            self._made = _make(self._envs)
+        return self._made
+
+
+def _make(envs):
     """{env name: its settings}: the same for every environment but the GPU it is pinned to."""
     from comfy.cli_args import args
 
@@ -35,9 +63,27 @@ def worker_settings(envs):
         name: [list(paths), sorted(extensions)]
         for name, (paths, extensions) in folder_paths.folder_names_and_paths.items()}
     modules = host_modules()
+    builtin = builtin_node_modules()
     return {name: _keyed({"args": values, "folders": folders, "device": env.get("device"),
-                          "host_modules": modules})
+                          "host_modules": modules, "builtin_node_modules": builtin})
             for name, env in envs.items()}
+
+
+def builtin_node_modules():
+    """{node name: its module} of the nodes ComfyUI loads from its own tree outside nodes.py
+    (comfy_extras, comfy_api_nodes): a worker imports one such module when a pack looks up one
+    of its nodes in `nodes.NODE_CLASS_MAPPINGS` (isohost_comfy_worker.builtin_nodes)."""
+    import nodes
+
+    table = {}
+    for name, cls in nodes.NODE_CLASS_MAPPINGS.items():
+        module = getattr(cls, "RELATIVE_PYTHON_MODULE", None)
+        if isinstance(module, str) and module.startswith(_BUILTIN_PACKAGES):
+            table[name] = module
+    return table
+
+
+_BUILTIN_PACKAGES = ("comfy_extras.", "comfy_api_nodes.")
 
 
 def host_modules():

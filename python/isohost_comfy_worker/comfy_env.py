@@ -10,7 +10,8 @@ PromptServer passes messages and HTTP routes to the host, sends ComfyUI's progre
 (isohost_worker.ask: the host's own hook sends the websocket event and says when the prompt was
 interrupted), and asks the host before a model load (memory.py). The settings also list the
 modules the host can import, so that an object of a library of this environment alone stays
-here (values.worker_only_class).
+here (values.worker_only_class), and the modules of ComfyUI's own nodes outside nodes.py, which
+the worker's node table imports as a pack looks one up (builtin_nodes).
 """
 
 import logging
@@ -53,6 +54,10 @@ def prepare(settings):
     _configure_logging()
     global _host_modules
     _host_modules = frozenset(settings.get("host_modules") or ())
+    from isohost_comfy_worker import builtin_nodes, packs
+
+    builtin_nodes.set_modules(settings.get("builtin_node_modules"))
+    packs.register_in_nodes()
     _prepared = settings
 
 

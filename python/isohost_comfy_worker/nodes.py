@@ -5,8 +5,6 @@ model, a counter, a cache), so the worker does too: one instance per (node class
 made at the first run and kept while the worker lives. Each entry point prepares the worker
 first (comfy_env.prepare), so a fresh worker after a crash or reap serves the next prompt."""
 
-import inspect
-
 from isohost_comfy_worker import comfy_env, held, packs, values
 
 # (pack_dir, class name, node id) -> the node object ComfyUI would hold.
@@ -42,7 +40,7 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, d
         result = _node_output(result)
     else:
         node = _instance(pack_dir, class_name, node_id, cls)
-        result = _awaited_result(getattr(node, cls.FUNCTION)(**kwargs))
+        result = packs.resolved(getattr(node, cls.FUNCTION)(**kwargs))
     values.refuse_models(result, class_name, getattr(cls, "RETURN_NAMES", None)
                          or getattr(cls, "RETURN_TYPES", ()))
     # Without the host's word (keep_outputs_in_workers off, a node run outside a prompt) every
@@ -77,7 +75,7 @@ def _class_method(pack_dir, class_name, v1_name, class_based_name, kwargs, setti
     cls = _class(pack_dir, class_name)
     if _is_class_based(cls):
         return _run_class_based(cls, class_based_name, dict(kwargs))
-    return _awaited_result(getattr(cls, v1_name)(**dict(kwargs)))
+    return packs.resolved(getattr(cls, v1_name)(**dict(kwargs)))
 
 
 def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):
@@ -89,7 +87,7 @@ def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):
     if _is_class_based(cls):
         return _run_class_based(cls, "check_lazy_status", kwargs)
     node = _instance(pack_dir, class_name, node_id, cls)
-    return _awaited_result(node.check_lazy_status(**kwargs))
+    return packs.resolved(node.check_lazy_status(**kwargs))
 
 
 def keep_only(live):
@@ -115,14 +113,6 @@ def _instance(pack_dir, class_name, node_id, cls):
     return node
 
 
-def _awaited_result(result):
-    if inspect.isawaitable(result):
-        import asyncio
-
-        result = asyncio.run(_awaited(result))
-    return result
-
-
 def _is_class_based(cls):
     try:
         from comfy_api.internal import _ComfyNodeInternal
@@ -144,7 +134,7 @@ def _run_class_based(cls, method, kwargs):
         if name in kwargs:
             hidden[io.Hidden(spec[0])] = kwargs.pop(name)
     clone = cls.PREPARE_CLASS_CLONE(hidden)
-    return _awaited_result(make_locked_method_func(cls, method, clone)(**kwargs))
+    return packs.resolved(make_locked_method_func(cls, method, clone)(**kwargs))
 
 
 def _node_output(result):
@@ -158,7 +148,3 @@ def _node_output(result):
     if ui is not None:
         out["ui"] = ui
     return out
-
-
-async def _awaited(awaitable):
-    return await awaitable

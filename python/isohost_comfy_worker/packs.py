@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from isohost_comfy_worker import server_loop
+from isohost_comfy_worker import builtin_nodes, server_loop
 
 _loaded = {}
 # The packs being imported, innermost last: what a pack registers at import (an HTTP route,
@@ -54,19 +54,22 @@ def load(pack_dir):
         if not _importing:  # what the pack scheduled on the server loop at import runs now
             server_loop.start()
     _loaded[pack_dir] = module
-    _register_in_nodes()
+    register_in_nodes()
     return module
 
 
-def _register_in_nodes():
+def register_in_nodes():
     """The loaded packs' nodes in ComfyUI's `nodes.NODE_CLASS_MAPPINGS` (and their display names
     in NODE_DISPLAY_NAME_MAPPINGS), as ComfyUI's load_custom_node puts every pack's: loop and
-    switch nodes look up the classes of the prompt's nodes there. Where no pack has imported
-    `nodes` yet, once one does (_NodesImported)."""
+    switch nodes look up the classes of the prompt's nodes there; the table made one that finds
+    ComfyUI's other built-in nodes too (builtin_nodes). Where nothing has imported `nodes` yet,
+    once something does (_NodesImported): called before the first pack is imported, so that a
+    pack taking the table from `nodes` as it imports gets that one."""
     nodes = sys.modules.get("nodes")
     if nodes is None or not hasattr(nodes, "NODE_CLASS_MAPPINGS"):
         _NodesImported.install()
         return
+    builtin_nodes.install(nodes)
     for pack_dir, module in _loaded.items():
         if pack_dir in _registered:
             continue
@@ -114,26 +117,46 @@ class _RegisteringLoader:
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        _register_in_nodes()
+        register_in_nodes()
 
 
 def node_classes(pack_dir):
-    """{node name: class} of the pack: NODE_CLASS_MAPPINGS (ComfyUI's V1 nodes), or the nodes
-    of its comfy_entrypoint() extension (the class-based comfy_api schema)."""
-    module = load(pack_dir)
+    """{node name: class} of the pack (module_node_classes)."""
+    return module_node_classes(load(pack_dir))
+
+
+def module_node_classes(module):
+    """{node name: class} of a pack's or ComfyUI's module: NODE_CLASS_MAPPINGS (ComfyUI's V1
+    nodes), or the nodes of its comfy_entrypoint() extension (the class-based comfy_api
+    schema)."""
     mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
     if mappings is not None:
         return dict(mappings)
     entrypoint = getattr(module, "comfy_entrypoint", None)
     if entrypoint is None:
         return {}
+    node_list = resolved(resolved(entrypoint()).get_node_list())
+    return {cls.GET_SCHEMA().node_id: cls for cls in node_list}
+
+
+def resolved(value):
+    """`value`, awaited where it is awaitable (an async node's result, a comfy_entrypoint's): on
+    a loop of its own, in a thread of its own where this thread runs one already (a lookup inside
+    an async node's run)."""
     import asyncio
     import inspect
 
-    extension = entrypoint()
-    if inspect.isawaitable(extension):
-        extension = asyncio.run(extension)
-    node_list = extension.get_node_list()
-    if inspect.isawaitable(node_list):
-        node_list = asyncio.run(node_list)
-    return {cls.GET_SCHEMA().node_id: cls for cls in node_list}
+    if not inspect.isawaitable(value):
+        return value
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaited(value))
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _awaited(value)).result()
+
+
+async def _awaited(awaitable):
+    return await awaitable

@@ -1,6 +1,7 @@
 """The adapter's pieces that need no ComfyUI server: the settings file, the scan cache's key,
 model detection, and the combos of model files. Fast; run with the ComfyUI tests."""
 
+import asyncio
 import os
 import sys
 import types
@@ -281,6 +282,52 @@ def test_a_worker_sent_only_the_settings_key_asks_for_them_whole(monkeypatch):
             comfy_env.prepare(other)
 
 
+def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkeypatch, caplog):
+    from isohost_comfy_worker import builtin_nodes
+
+    extras = tmp_path / "fake_extras"
+    extras.mkdir()
+    (extras / "__init__.py").write_text("")
+    (extras / "plain.py").write_text(
+        "class Solid:\n    pass\nNODE_CLASS_MAPPINGS = {'Solid': Solid, 'Other': Solid}\n"
+        "NODE_DISPLAY_NAME_MAPPINGS = {'Solid': 'Solid shown'}\n")
+    (extras / "class_based.py").write_text(
+        "class Split:\n    @classmethod\n    def GET_SCHEMA(cls):\n"
+        "        return type('S', (), {'node_id': 'Split'})\n"
+        "class Extension:\n    async def get_node_list(self):\n        return [Split]\n"
+        "async def comfy_entrypoint():\n    return Extension()\n")
+    (extras / "broken.py").write_text("import no_such_module_isohost\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    nodes = types.ModuleType("nodes")
+    nodes.NODE_CLASS_MAPPINGS = {"KSampler": object}
+    nodes.NODE_DISPLAY_NAME_MAPPINGS = {}
+    monkeypatch.setitem(sys.modules, "nodes", nodes)
+    monkeypatch.setattr(builtin_nodes, "_failed", {})
+    builtin_nodes.set_modules({"Solid": "fake_extras.plain", "Other": "fake_extras.plain",
+                               "Split": "fake_extras.class_based", "Gone": "fake_extras.broken"})
+    builtin_nodes.install(nodes)
+    table = nodes.NODE_CLASS_MAPPINGS
+    assert isinstance(table, builtin_nodes.NodeClassMappings) and list(table) == ["KSampler"]
+    assert table["Solid"].RELATIVE_PYTHON_MODULE == "fake_extras.plain"
+    assert sorted(table) == ["KSampler", "Other", "Solid"]  # the module's every node
+    assert nodes.NODE_DISPLAY_NAME_MAPPINGS == {"Solid": "Solid shown"}
+
+    async def look_up_in_a_running_loop():  # as an async node does: the entrypoint is async too
+        return "Split" in table
+
+    assert asyncio.run(look_up_in_a_running_loop()) and table.get("Split").__name__ == "Split"
+    assert table.get("Nothing", 7) == 7 and "Nothing" not in table
+    with pytest.raises(KeyError):
+        table["Nothing"]
+    with caplog.at_level("WARNING"):
+        assert "Gone" not in table and table.get("Gone") is None
+    failed = [r for r in caplog.records if "fake_extras.broken" in r.getMessage()]
+    assert len(failed) == 1 and "no_such_module_isohost" in failed[0].getMessage()
+    builtin_nodes.install(nodes)  # once made, kept
+    assert nodes.NODE_CLASS_MAPPINGS is table
+    builtin_nodes.set_modules({})
+
+
 # --- outputs kept in the worker (isohost_comfy_worker.held) -------------------------------
 
 def test_only_outputs_asked_for_and_holding_tensors_are_kept_and_marked():
@@ -535,7 +582,7 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
               {"method": "STATIC", "path": "/static_new", "directory": "/x",
                "options": {"show_index": True}}]
     with caplog.at_level("WARNING", logger="isohost"):
-        assert pack_routes.PackRoutes(None, 1.0).register("env", {}, "/pack", listed) == 2
+        assert pack_routes.PackRoutes(None, {}, 1.0).register("env", "/pack", listed) == 2
     assert caplog.text.count("is not served: that route is already taken") == 3
     added = list(table)[2:]
     assert (added[0].method, added[0].path) == ("POST", "/taken")

@@ -158,19 +158,54 @@ def test_the_host_lists_what_it_can_import_namespace_packages_too(tmp_path, monk
     (tmp_path / "plain.py").write_text("")
     (tmp_path / "not-a-name").mkdir()
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(sys.modules, "folder_paths", types.ModuleType("folder_paths"))
+    names = _worker_settings_module(monkeypatch).host_modules()
+    assert {"namespace_only", "plain", "sys", "os", "pytest"} <= set(names)
+    assert "not-a-name" not in names and names == sorted(names)
+
+
+def test_the_host_lists_its_modules_when_settings_are_first_used(monkeypatch):
+    # A ComfyUI start whose scans are cached and that runs no isolated node does not pay for the
+    # list, and a pack ComfyUI loads after the adapter is in it.
+    worker_settings = _worker_settings_module(monkeypatch)
+    listed = []
+    real = worker_settings.host_modules
+    monkeypatch.setattr(worker_settings, "host_modules", lambda: listed.append(1) or real())
+    made = worker_settings.WorkerSettings({"a": {"device": 1}, "b": {}})
+    assert listed == [] and sorted(made) == ["a", "b"] and len(made) == 2
+    _module(monkeypatch, "loaded_after_the_adapter", "/custom_nodes/later/__init__.py")
+    assert "loaded_after_the_adapter" in made["a"]["host_modules"]
+    assert made["a"]["device"] == 1 and made["b"]["device"] is None
+    assert made["b"]["builtin_node_modules"] == {"SolidMask": "comfy_extras.nodes_mask"}
+    assert made["a"]["key"] != made["b"]["key"] and listed == [1]  # made once, for all
+
+
+def _worker_settings_module(monkeypatch):
+    """The adapter's worker_settings.py, loaded alone, with stand-ins for ComfyUI's modules it
+    reads."""
+    import argparse
     import importlib.util
 
     from comfy_server import REPO
 
+    folder_paths = types.ModuleType("folder_paths")
+    folder_paths.folder_names_and_paths = {"checkpoints": (["/m/checkpoints"], {".safetensors"})}
+    cli_args = types.ModuleType("comfy.cli_args")
+    cli_args.args = argparse.Namespace(cpu=False, port=8188, tls_keyfile=None)
+    nodes = types.ModuleType("nodes")
+    nodes.NODE_CLASS_MAPPINGS = {
+        "KSampler": type("KSampler", (), {}),
+        "SolidMask": type("SolidMask", (), {"RELATIVE_PYTHON_MODULE": "comfy_extras.nodes_mask"}),
+        "Packed": type("Packed", (), {"RELATIVE_PYTHON_MODULE": "custom_nodes.some_pack"})}
+    monkeypatch.setitem(sys.modules, "nodes", nodes)
+    monkeypatch.setitem(sys.modules, "folder_paths", folder_paths)
+    monkeypatch.setitem(sys.modules, "comfy", types.ModuleType("comfy"))
+    monkeypatch.setitem(sys.modules, "comfy.cli_args", cli_args)
     spec = importlib.util.spec_from_file_location(
         "isohost_comfyui_worker_settings",
         REPO / "comfyui" / "isohost_comfyui" / "worker_settings.py")
     worker_settings = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker_settings)
-    names = worker_settings.host_modules()
-    assert {"namespace_only", "plain", "sys", "os", "pytest"} <= set(names)
-    assert "not-a-name" not in names and names == sorted(names)
+    return worker_settings
 
 
 def _module(monkeypatch, name, path):

@@ -35,6 +35,28 @@ class LookUpNodes:
             nodes.NODE_DISPLAY_NAME_MAPPINGS.get("LookUpNodesIdiomIsohost")]}, "result": ()}
 
 
+class CallBuiltinNode:
+    """Runs ComfyUI's SolidMask (comfy_extras, not nodes.py) from the node table, as packs call
+    the nodes they build on, and names the modules of it and of a class-based one."""
+    CATEGORY = "isohost_idioms"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "call"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("FLOAT", {"default": 0.25})}}
+
+    def call(self, value):
+        import nodes
+
+        mask, = nodes.NODE_CLASS_MAPPINGS["SolidMask"]().solid(value, 8, 4)
+        split = nodes.NODE_CLASS_MAPPINGS.get("SplitImageWithAlpha")
+        return {"ui": {"mask": [[list(mask.shape), float(mask.sum())]], "modules": [
+            nodes.NODE_CLASS_MAPPINGS["SolidMask"].RELATIVE_PYTHON_MODULE,
+            split.RELATIVE_PYTHON_MODULE]}, "result": ()}
+
+
 class MakeAny:
     CATEGORY = "isohost_idioms"
     RETURN_TYPES = (ANY,)
@@ -71,5 +93,6 @@ class TakeAnyChecked:
 
 
 NODE_CLASS_MAPPINGS = {"LookUpNodesIdiomIsohost": LookUpNodes, "MakeAnyIdiomIsohost": MakeAny,
-                       "TakeAnyCheckedIdiomIsohost": TakeAnyChecked}
+                       "TakeAnyCheckedIdiomIsohost": TakeAnyChecked,
+                       "CallBuiltinNodeIdiomIsohost": CallBuiltinNode}
 NODE_DISPLAY_NAME_MAPPINGS = {"LookUpNodesIdiomIsohost": "Look up nodes (idioms)"}
