@@ -14,7 +14,7 @@ import json
 import logging
 import os
 
-FORMAT = 9
+FORMAT = 10
 
 
 def fingerprint(pack_dir, env_config):

@@ -120,11 +120,8 @@ class HeldBook:
 
     def let_go_since(self, env):
         """The [pid, id] of `env`'s Helds dropped since the last call, which the worker forgets."""
-        let_go = self._let_go.get(env)
-        if not let_go:
-            return None
-        self._let_go[env] = []
-        return let_go
+        # Taken in one step: a Held collected on another thread meanwhile goes to the next call.
+        return self._let_go.pop(env, None) or None
 
     def let_go(self, held):
         self._let_go.setdefault(held.env, []).append([held.pid, held.id])

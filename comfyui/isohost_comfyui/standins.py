@@ -7,12 +7,16 @@ instance kept there for this node id; its outputs that hold tensors stay there (
 VALIDATE_INPUTS exists only where the real class has it, and the worker answers it, with the
 real one's parameter names, since ComfyUI passes only the inputs it names. IS_CHANGED is the
 worker's answer where the real class has one, with held.py's token beside it, and the token
-alone where not."""
+alone where not. A stand-in of an async FUNCTION is async too: its call waits on a thread of
+its own, so that ComfyUI runs other nodes meanwhile, as it does while the real node awaits."""
 
+import asyncio
+import contextvars
 import functools
 import keyword
 import logging
 import os
+import threading
 
 import comfy.model_management
 
@@ -81,7 +85,8 @@ class Runner:
             except TimeoutError:
                 # ComfyUI's interrupt (POST /interrupt) sets this flag; a node in process sees
                 # it at its next progress tick. The worker's call sees it at its next bytecode.
-                if not interrupted and comfy.model_management.processing_interrupted():
+                if not interrupted and (comfy.model_management.processing_interrupted()
+                                        or _cancelled()):
                     interrupted = True
                     call.interrupt(self.grace)
             except isohost.Interrupted:
@@ -97,6 +102,16 @@ class Runner:
 
 
 _SETTINGS_NEEDED = "isohost_comfy_worker.comfy_env.SettingsNeeded"
+
+# Set while an async stand-in's call waits on its thread, to the event its coroutine sets when
+# ComfyUI cancels it (a prompt ending on another node's error cancels the tasks it leaves): the
+# call is then interrupted as for ComfyUI's interrupt, where it would run on to its end.
+_cancel_event = contextvars.ContextVar("isohost_cancel_event", default=None)
+
+
+def _cancelled():
+    event = _cancel_event.get()
+    return event is not None and event.is_set()
 
 
 class _SettingsNeeded(Exception):
@@ -187,7 +202,7 @@ def make(runner, env, pack_dir, name, description):
                 _update_in_place(inputs[key], changed[key])
         return runner.held.wrap(env, name, result, output_is_list)
 
-    attrs["run_isolated"] = run_isolated
+    attrs["run_isolated"] = _awaiting(run_isolated) if description.get("async") else run_isolated
     if description.get("check_lazy_status"):
         def check_lazy_status(self, **inputs):
             node_id = objects.executing()[1] or "object-%x" % id(self)
@@ -206,6 +221,22 @@ def make(runner, env, pack_dir, name, description):
         attrs["VALIDATE_INPUTS"] = _validate_inputs(runner, env, pack_dir, name,
                                                     description["validate_inputs"])
     return _StandInType(name if name.isidentifier() else "IsolatedNode", (), attrs)
+
+
+def _awaiting(run):
+    """The stand-in of an async FUNCTION: a coroutine function (ComfyUI starts such nodes first
+    and runs others while they await) whose call to the worker waits on a thread of its own,
+    in the node's context (ComfyUI's executing node), which asyncio.to_thread copies."""
+    async def run_isolated(self, **inputs):
+        cancel = threading.Event()
+        _cancel_event.set(cancel)
+        try:
+            return await asyncio.to_thread(run, self, **inputs)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+
+    return run_isolated
 
 
 def _validate_inputs(runner, env, pack_dir, name, parameters):

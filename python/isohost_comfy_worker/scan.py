@@ -65,6 +65,7 @@ def _describe_class(cls, input_probe):
         if hasattr(cls, name):
             description[name] = _plain(getattr(cls, name))
     description["is_changed"] = hasattr(cls, "IS_CHANGED")
+    description["async"] = _is_async(cls, description["function"])
     description["check_lazy_status"] = callable(getattr(cls, "check_lazy_status", None))
     validate = getattr(cls, "VALIDATE_INPUTS", None)
     description["validate_inputs"] = _parameters(validate) if validate is not None else None
@@ -98,7 +99,17 @@ def _describe_class_based(cls, input_probe):
     validate = first_real_override(cls, "validate_inputs")
     description["validate_inputs"] = _parameters(validate) if validate is not None else None
     description["check_lazy_status"] = first_real_override(cls, "check_lazy_status") is not None
+    description["async"] = _is_async(cls, "execute")
     return description
+
+
+def _is_async(cls, function):
+    """Whether the node's FUNCTION is a coroutine function: ComfyUI runs other nodes while one
+    awaits, and so does its stand-in (standins.make)."""
+    try:
+        return inspect.iscoroutinefunction(getattr(cls, function))
+    except Exception:  # no such attribute, or a name that is no string
+        return False
 
 
 def _parameters(function):
