@@ -103,15 +103,27 @@ class Runner:
 
 _SETTINGS_NEEDED = "isohost_comfy_worker.comfy_env.SettingsNeeded"
 
-# Set while an async stand-in's call waits on its thread, to the event its coroutine sets when
-# ComfyUI cancels it (a prompt ending on another node's error cancels the tasks it leaves): the
-# call is then interrupted as for ComfyUI's interrupt, where it would run on to its end.
-_cancel_event = contextvars.ContextVar("isohost_cancel_event", default=None)
+# Set while an async stand-in's call waits on its thread (_awaiting): what the call takes from
+# the moment its node started, where the thread runs on while ComfyUI runs other nodes.
+_awaited = contextvars.ContextVar("isohost_awaited", default=None)
+
+
+class _Awaited:
+    """`cancelled`: set when ComfyUI cancels the node's task (a prompt ending on another node's
+    error cancels the tasks it leaves), and the call is then interrupted as for ComfyUI's
+    interrupt, where it would run on to its end. `graph_prefix`: ComfyUI's prefix for the node's
+    expansions as it started (ComfyUI sets the next node's before the thread reads it)."""
+
+    __slots__ = ("cancelled", "graph_prefix")
+
+    def __init__(self, graph_prefix):
+        self.cancelled = threading.Event()
+        self.graph_prefix = graph_prefix
 
 
 def _cancelled():
-    event = _cancel_event.get()
-    return event is not None and event.is_set()
+    awaited = _awaited.get()
+    return awaited is not None and awaited.cancelled.is_set()
 
 
 class _SettingsNeeded(Exception):
@@ -195,7 +207,7 @@ def make(runner, env, pack_dir, name, description):
         result = runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
                              items, live=live, keep=keep, drop=runner.held.let_go_since(env),
                              prompt=None if live is None else objects.prompt_state(prompt_id),
-                             graph_prefix=_graph_prefix(), hidden_back=hidden or None)
+                             graph_prefix=_node_graph_prefix(), hidden_back=hidden or None)
         if hidden:
             result, changed = result["result"], result["hidden"]
             for key in hidden:
@@ -228,12 +240,12 @@ def _awaiting(run):
     and runs others while they await) whose call to the worker waits on a thread of its own,
     in the node's context (ComfyUI's executing node), which asyncio.to_thread copies."""
     async def run_isolated(self, **inputs):
-        cancel = threading.Event()
-        _cancel_event.set(cancel)
+        awaited = _Awaited(_graph_prefix())
+        _awaited.set(awaited)
         try:
             return await asyncio.to_thread(run, self, **inputs)
         except asyncio.CancelledError:
-            cancel.set()
+            awaited.cancelled.set()
             raise
 
     return run_isolated
@@ -345,6 +357,12 @@ def _graph_prefix():
 
     return [GraphBuilder._default_prefix_root, GraphBuilder._default_prefix_call_index,
             GraphBuilder._default_prefix_graph_index]
+
+
+def _node_graph_prefix():
+    """_graph_prefix as the running node started: an async node's thread reads it later."""
+    awaited = _awaited.get()
+    return _graph_prefix() if awaited is None else awaited.graph_prefix
 
 
 def _update_in_place(target, source):

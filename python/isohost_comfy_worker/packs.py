@@ -2,7 +2,10 @@
 load_custom_node): its __init__.py as a module named after the directory, registered in
 sys.modules first, relative imports resolved inside it. Imported once per worker."""
 
+import asyncio
+import concurrent.futures
 import importlib.util
+import inspect
 import logging
 import os
 import sys
@@ -143,17 +146,12 @@ def resolved(value):
     """`value`, awaited where it is awaitable (an async node's result, a comfy_entrypoint's): on
     a loop of its own, in a thread of its own where this thread runs one already (a lookup inside
     an async node's run)."""
-    import asyncio
-    import inspect
-
     if not inspect.isawaitable(value):
         return value
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(_awaited(value))
-    import concurrent.futures
-
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, _awaited(value)).result()
 

@@ -711,3 +711,61 @@ def test_a_workers_line_is_written_whole_with_its_colours_and_other_controls_esc
     worker_output.write(isohost.OutputLine("postproc", 42, "stdout", "said \\xff"))
     worker_output.write(isohost.OutputLine("postproc", 42, "stderr", "logged"))
     assert (out.getvalue(), err.getvalue()) == ("[postproc] said \\xff\n", "[postproc] logged\n")
+
+
+# --- the stand-in of an async FUNCTION (standins._awaiting) ---------------------------------
+
+def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(monkeypatch):
+    # Its call waits on a thread while ComfyUI runs other nodes: it must take ComfyUI's graph
+    # prefix of its own node (ComfyUI sets the next node's meanwhile), and see the cancelling of
+    # its task (a prompt failing elsewhere), where the runner then interrupts the worker's call.
+    import inspect
+    import threading
+
+    class GraphBuilder:
+        _default_prefix_root, _default_prefix_call_index, _default_prefix_graph_index = "5", 0, 0
+
+    graph_utils = types.ModuleType("comfy_execution.graph_utils")
+    graph_utils.GraphBuilder = GraphBuilder
+    comfy = types.ModuleType("comfy")
+    comfy.model_management = types.ModuleType("comfy.model_management")
+    comfy.model_management.free_memory = lambda *args, **kwargs: None
+    comfy.utils = types.ModuleType("comfy.utils")
+    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
+                         "comfy.utils": comfy.utils,
+                         "folder_paths": types.ModuleType("folder_paths"),
+                         "comfy_execution": types.ModuleType("comfy_execution"),
+                         "comfy_execution.graph_utils": graph_utils}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    before = set(sys.modules)
+    try:
+        standins = _adapter_module_in_package("standins")
+    finally:  # its siblings, loaded with these stand-ins of ComfyUI's modules, go with them
+        for name in set(sys.modules) - before:
+            monkeypatch.delitem(sys.modules, name)
+    started, moved_on, seen = threading.Event(), threading.Event(), {}
+
+    def run(node, **inputs):
+        started.set()
+        moved_on.wait(10)
+        seen.update(node=node, inputs=inputs, prefix=standins._node_graph_prefix())
+        seen["cancelled"] = standins._awaited.get().cancelled.wait(10) and standins._cancelled()
+
+    async def prompt():
+        stand_in = standins._awaiting(run)
+        assert inspect.iscoroutinefunction(stand_in)  # what ComfyUI looks for
+        task = asyncio.create_task(stand_in("node", image=1))
+        await asyncio.to_thread(started.wait, 10)
+        GraphBuilder._default_prefix_root = "6"  # ComfyUI went on to node 6
+        moved_on.set()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert asyncio.run(prompt())
+    assert seen == {"node": "node", "inputs": {"image": 1}, "prefix": ["5", 0, 0],
+                    "cancelled": True}
+    assert standins._node_graph_prefix() == ["6", 0, 0] and not standins._cancelled()
