@@ -82,7 +82,8 @@ def test_comfyui_runs_other_nodes_while_an_async_node_awaits_as_in_process(serve
         "1": {"class_type": "AwaitOutputFileIdiomIsohost",
               "inputs": {"prefix": prefix, "timeout": 20.0}},
         "2": _uncached_image(),
-        "3": {"class_type": "SaveImage", "inputs": {"images": ["2", 0], "filename_prefix": prefix}}})
+        "3": {"class_type": "SaveImage",
+              "inputs": {"images": ["2", 0], "filename_prefix": prefix}}})
     assert outputs["1"]["found"] == [prefix]
     assert outputs["3"]["images"][0]["filename"].startswith(prefix)
 
