@@ -2,10 +2,12 @@
 asks of isohost (docs/comfyui.md, "Progress, messages and memory").
 
 The handlers run on the thread that waits for the node's call: ComfyUI's prompt thread, inside
-the node's executing context, where the same code runs for a node in process. So the progress
+the node's executing context, where the same code runs for a node in process (an async node's
+call waits on a thread of its own, in the same context: standins._awaiting). So the progress
 hook finds the executing node and prompt itself, and raises ComfyUI's interrupt there."""
 
 import logging
+import threading
 
 import comfy.model_management
 import comfy.utils
@@ -23,21 +25,24 @@ def serve(host):
     host.on_ask("comfy.interrupt", _node_interrupt)
 
 
-# What the running node asked of ComfyUI's interrupt flag (True, False), or None: set once the
+# What a running node asked of ComfyUI's interrupt flag (True, False), or None: set once a
 # node has returned (apply_node_interrupt), where in process the next node sees it. One prompt
-# runs at a time, on the thread these handlers run on.
+# runs at a time; an async node's call may end beside another node's, so the swap is locked.
 _node_interrupt_value = None
+_node_interrupt_lock = threading.Lock()
 
 
 def _node_interrupt(value):
     global _node_interrupt_value
-    _node_interrupt_value = bool(value["value"])
+    with _node_interrupt_lock:
+        _node_interrupt_value = bool(value["value"])
 
 
 def apply_node_interrupt():
     """Sets ComfyUI's interrupt flag as the node that just ran asked, if it did."""
     global _node_interrupt_value
-    value, _node_interrupt_value = _node_interrupt_value, None
+    with _node_interrupt_lock:
+        value, _node_interrupt_value = _node_interrupt_value, None
     if value is not None:
         comfy.model_management.interrupt_current_processing(value)
 

@@ -13,6 +13,7 @@ A pack's object that a node outside its environment reads comes as the worker's 
 instead: this process could not unpickle it, so the node fails with ObjectCannotCross, naming
 the output, its type, its class and its readers."""
 
+import collections
 import logging
 import math
 
@@ -64,7 +65,9 @@ class HeldBook:
 
     def __init__(self, runner):
         self._runner = runner
-        self._let_go = {}  # env -> [[pid, id]], appended from any thread (a Held's __del__)
+        # env -> deque of [pid, id], appended from any thread (a Held's __del__): a deque is
+        # never replaced, and its append and popleft are atomic, so none is lost between them.
+        self._let_go = {}
         self._holder = {}  # env -> (pid, start time) of the worker its Helds name
         self._epoch = {}   # env -> how many such workers it has lost
         self._readers = (None, {})  # (prompt id, {node id: {output: [class types reading it]}})
@@ -120,11 +123,16 @@ class HeldBook:
 
     def let_go_since(self, env):
         """The [pid, id] of `env`'s Helds dropped since the last call, which the worker forgets."""
-        # Taken in one step: a Held collected on another thread meanwhile goes to the next call.
-        return self._let_go.pop(env, None) or None
+        let_go, taken = self._let_go.get(env), []
+        while let_go:
+            try:
+                taken.append(let_go.popleft())
+            except IndexError:
+                break
+        return taken or None
 
     def let_go(self, held):
-        self._let_go.setdefault(held.env, []).append([held.pid, held.id])
+        self._let_go.setdefault(held.env, collections.deque()).append([held.pid, held.id])
 
     def fetch(self, held):
         value = self._runner.call(held.env, held.node, "take_held", held.mark())

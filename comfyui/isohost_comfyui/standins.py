@@ -135,8 +135,12 @@ def _is_interrupt(type_name):
 
 
 def _raise_interrupted():
-    # As in process: the exception that ends the prompt as interrupted, with the flag cleared.
-    comfy.model_management.throw_exception_if_processing_interrupted()
+    # As in process: the exception that ends the prompt as interrupted, with the flag cleared;
+    # but not by an async node's thread, where the node the prompt's thread runs meanwhile must
+    # see the flag too, as it would in process (ComfyUI clears it there, or as the next prompt
+    # starts).
+    if _awaited.get() is None:
+        comfy.model_management.throw_exception_if_processing_interrupted()
     raise comfy.model_management.InterruptProcessingException()
 
 
@@ -241,12 +245,14 @@ def _awaiting(run):
     in the node's context (ComfyUI's executing node), which asyncio.to_thread copies."""
     async def run_isolated(self, **inputs):
         awaited = _Awaited(_graph_prefix())
-        _awaited.set(awaited)
+        token = _awaited.set(awaited)  # ComfyUI runs each in a task of its own; a pack may not
         try:
             return await asyncio.to_thread(run, self, **inputs)
         except asyncio.CancelledError:
             awaited.cancelled.set()
             raise
+        finally:
+            _awaited.reset(token)
 
     return run_isolated
 

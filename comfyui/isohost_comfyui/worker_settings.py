@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 
 import folder_paths
 
@@ -25,13 +26,14 @@ _HOST_ONLY = {"enable_cors_header", "max_upload_size", "extra_model_paths_config
 class WorkerSettings(collections.abc.Mapping):
     """{env name: its settings}, made at their first use (a pack's scan, a call, a route) rather
     than as the adapter loads: listing the host's modules takes 63 ms with ComfyUI's path, which a
-    start that finds every scan cached and runs no isolated node need not pay, and by then the
-    packs ComfyUI loads after the adapter are among them. Two threads that make them at once
-    make the same."""
+    start that finds every scan cached and runs no isolated node need not pay, and then the
+    packs ComfyUI loads after the adapter are among them (unless a scan made them as the adapter
+    loaded). Made once: the first thread to need them makes them, others wait."""
 
     def __init__(self, envs):
         self._envs = envs
         self._made = None
+        self._making = threading.Lock()
 
     def __getitem__(self, env):
         return self._all()[env]
@@ -44,7 +46,9 @@ class WorkerSettings(collections.abc.Mapping):
 
     def _all(self):
         if self._made is None:
-            self._made = _make(self._envs)
+            with self._making:
+                if self._made is None:
+                    self._made = _make(self._envs)
         return self._made
 
 

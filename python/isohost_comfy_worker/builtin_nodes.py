@@ -4,7 +4,8 @@
 ComfyUI's `nodes` alone, since importing all of them would add seconds to each start. So the
 worker's table looks a missing name up in the host's list of them ({node name: module},
 comfy_env settings "builtin_node_modules") and imports that one module then, registering its
-nodes as ComfyUI does. Iterating the table lists only what is loaded."""
+nodes as ComfyUI does. Iterating the table lists only what is loaded, and a lookup while a
+pack iterates it may add to it (Python then stops the iteration with RuntimeError)."""
 
 import importlib
 import logging
@@ -59,7 +60,9 @@ def _load_module_of(table, name):
         return False
     nodes = sys.modules.get("nodes")
     for node_name, cls in classes.items():
-        dict.setdefault(table, node_name, cls)
+        # Over a pack's node of the same name: ComfyUI loads its own nodes first and skips a
+        # custom node that takes one's name.
+        dict.__setitem__(table, node_name, cls)
         try:
             cls.RELATIVE_PYTHON_MODULE = module_name  # as ComfyUI's load_custom_node sets it
         except (AttributeError, TypeError):

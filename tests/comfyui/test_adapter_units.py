@@ -299,7 +299,7 @@ def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkey
     (extras / "broken.py").write_text("import no_such_module_isohost\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     nodes = types.ModuleType("nodes")
-    nodes.NODE_CLASS_MAPPINGS = {"KSampler": object}
+    nodes.NODE_CLASS_MAPPINGS = {"KSampler": object, "Other": "a pack's node"}
     nodes.NODE_DISPLAY_NAME_MAPPINGS = {}
     monkeypatch.setitem(sys.modules, "nodes", nodes)
     monkeypatch.setattr(builtin_nodes, "_failed", {})
@@ -307,9 +307,11 @@ def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkey
                                "Split": "fake_extras.class_based", "Gone": "fake_extras.broken"})
     builtin_nodes.install(nodes)
     table = nodes.NODE_CLASS_MAPPINGS
-    assert isinstance(table, builtin_nodes.NodeClassMappings) and list(table) == ["KSampler"]
+    assert isinstance(table, builtin_nodes.NodeClassMappings)
+    assert list(table) == ["KSampler", "Other"]
     assert table["Solid"].RELATIVE_PYTHON_MODULE == "fake_extras.plain"
     assert sorted(table) == ["KSampler", "Other", "Solid"]  # the module's every node
+    assert table["Other"] is table["Solid"]  # over a pack's of its name, as in ComfyUI
     assert nodes.NODE_DISPLAY_NAME_MAPPINGS == {"Solid": "Solid shown"}
 
     async def look_up_in_a_running_loop():  # as an async node does: the entrypoint is async too
@@ -717,8 +719,9 @@ def test_a_workers_line_is_written_whole_with_its_colours_and_other_controls_esc
 
 def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(monkeypatch):
     # Its call waits on a thread while ComfyUI runs other nodes: it must take ComfyUI's graph
-    # prefix of its own node (ComfyUI sets the next node's meanwhile), and see the cancelling of
-    # its task (a prompt failing elsewhere), where the runner then interrupts the worker's call.
+    # prefix of its own node (ComfyUI sets the next node's meanwhile), see the cancelling of its
+    # task (a prompt failing elsewhere), where the runner then interrupts the worker's call, and
+    # leave ComfyUI's interrupt flag set for the node the prompt's thread runs meanwhile.
     import inspect
     import threading
 
@@ -730,6 +733,9 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     comfy = types.ModuleType("comfy")
     comfy.model_management = types.ModuleType("comfy.model_management")
     comfy.model_management.free_memory = lambda *args, **kwargs: None
+    cleared = []  # each time ComfyUI's interrupt flag was cleared
+    comfy.model_management.throw_exception_if_processing_interrupted = lambda: cleared.append(1)
+    comfy.model_management.InterruptProcessingException = type("Interrupted", (Exception,), {})
     comfy.utils = types.ModuleType("comfy.utils")
     for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
                          "comfy.utils": comfy.utils,
@@ -749,6 +755,8 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
         started.set()
         moved_on.wait(10)
         seen.update(node=node, inputs=inputs, prefix=standins._node_graph_prefix())
+        with pytest.raises(comfy.model_management.InterruptProcessingException):
+            standins._raise_interrupted()  # the flag left for the node the prompt runs meanwhile
         seen["cancelled"] = standins._awaited.get().cancelled.wait(10) and standins._cancelled()
 
     async def prompt():
@@ -769,3 +777,7 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     assert seen == {"node": "node", "inputs": {"image": 1}, "prefix": ["5", 0, 0],
                     "cancelled": True}
     assert standins._node_graph_prefix() == ["6", 0, 0] and not standins._cancelled()
+    assert cleared == []
+    with pytest.raises(comfy.model_management.InterruptProcessingException):
+        standins._raise_interrupted()  # on the prompt's thread: as in process, cleared
+    assert cleared == [1]

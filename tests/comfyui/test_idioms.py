@@ -103,7 +103,8 @@ def test_an_awaiting_node_is_interrupted_as_in_process(server):
 def test_an_awaiting_node_stops_when_another_node_fails_the_prompt(server):
     # ComfyUI cancels the tasks a failed prompt leaves (SaveImage refusing a path outside the
     # output folder): the isolated node's call is interrupted, where it would hold the prompt's
-    # thread until its own timeout.
+    # thread until its own timeout (finish waits for the queue's status, which ComfyUI sends
+    # once that thread is free: without the interrupt, 300 s later).
     prompt_id = server.queue({
         "1": {"class_type": "AwaitOutputFileIdiomIsohost", "inputs": {
             "prefix": "isohost-never-%s" % uuid.uuid4().hex[:12], "timeout": 300.0}},
