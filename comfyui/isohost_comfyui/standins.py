@@ -245,7 +245,9 @@ def _awaiting(run):
     in the node's context (ComfyUI's executing node), which asyncio.to_thread copies."""
     async def run_isolated(self, **inputs):
         awaited = _Awaited(_graph_prefix())
-        token = _awaited.set(awaited)  # ComfyUI runs each in a task of its own; a pack may not
+        # Reset after the call: ComfyUI gives each call a task (a context) of its own, but a
+        # pack that awaits a stand-in itself would keep it in its own context.
+        token = _awaited.set(awaited)
         try:
             return await asyncio.to_thread(run, self, **inputs)
         except asyncio.CancelledError:
