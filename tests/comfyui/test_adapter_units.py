@@ -282,7 +282,10 @@ def test_a_worker_sent_only_the_settings_key_asks_for_them_whole(monkeypatch):
             comfy_env.prepare(other)
 
 
-def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkeypatch, caplog):
+def _fake_extras(tmp_path, monkeypatch):
+    """A `nodes` module and a package of three node modules standing in for comfy_extras (a
+    V1 one, a class-based one, one that fails to import), listed as the host's settings list
+    ComfyUI's own nodes; returns the worker's table once installed."""
     from isohost_comfy_worker import builtin_nodes
 
     extras = tmp_path / "fake_extras"
@@ -298,19 +301,29 @@ def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkey
         "async def comfy_entrypoint():\n    return Extension()\n")
     (extras / "broken.py").write_text("import no_such_module_isohost\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("fake_extras", "fake_extras.plain", "fake_extras.class_based"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     nodes = types.ModuleType("nodes")
     nodes.NODE_CLASS_MAPPINGS = {"KSampler": object, "Other": "a pack's node"}
     nodes.NODE_DISPLAY_NAME_MAPPINGS = {}
     monkeypatch.setitem(sys.modules, "nodes", nodes)
-    monkeypatch.setattr(builtin_nodes, "_failed", {})
+    for name, empty in (("_failed", {}), ("_modules", {}), ("_loaded", set())):
+        monkeypatch.setattr(builtin_nodes, name, empty)
     builtin_nodes.set_modules({"Solid": "fake_extras.plain", "Other": "fake_extras.plain",
                                "Split": "fake_extras.class_based", "Gone": "fake_extras.broken"})
     builtin_nodes.install(nodes)
+    return nodes
+
+
+def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkeypatch, caplog):
+    from isohost_comfy_worker import builtin_nodes
+
+    nodes = _fake_extras(tmp_path, monkeypatch)
     table = nodes.NODE_CLASS_MAPPINGS
     assert isinstance(table, builtin_nodes.NodeClassMappings)
-    assert list(table) == ["KSampler", "Other"]
+    assert sorted(dict.keys(table)) == ["KSampler", "Other"]  # nothing imported yet
     assert table["Solid"].RELATIVE_PYTHON_MODULE == "fake_extras.plain"
-    assert sorted(table) == ["KSampler", "Other", "Solid"]  # the module's every node
+    assert sorted(dict.keys(table)) == ["KSampler", "Other", "Solid"]  # the module's every node
     assert table["Other"] is table["Solid"]  # over a pack's of its name, as in ComfyUI
     assert nodes.NODE_DISPLAY_NAME_MAPPINGS == {"Solid": "Solid shown"}
 
@@ -327,7 +340,27 @@ def test_comfyuis_own_nodes_are_imported_as_a_pack_looks_one_up(tmp_path, monkey
     assert len(failed) == 1 and "no_such_module_isohost" in failed[0].getMessage()
     builtin_nodes.install(nodes)  # once made, kept
     assert nodes.NODE_CLASS_MAPPINGS is table
-    builtin_nodes.set_modules({})
+
+
+def test_a_pack_listing_the_node_table_gets_comfyuis_own_nodes_too(tmp_path, monkeypatch,
+                                                                    caplog):
+    nodes = _fake_extras(tmp_path, monkeypatch)
+    table = nodes.NODE_CLASS_MAPPINGS
+    with caplog.at_level("INFO"):
+        names = []
+        for name in table:  # a lookup inside the loop adds nothing: all were imported first
+            names.append(name)
+            assert table.get("Split") is not None and "Gone" not in table
+    assert sorted(names) == ["KSampler", "Other", "Solid", "Split"]
+    assert [r for r in caplog.records if "no_such_module_isohost" in r.getMessage()]
+    assert [r for r in caplog.records if "imported 3 module(s)" in r.getMessage()]
+    assert len(table) == 4 and sorted(table.keys()) == names and table["Other"] is table["Solid"]
+    assert dict(table) == dict(table.items()) == table.copy()
+    assert {cls.__name__ for cls in table.values() if cls is not object} == {"Solid", "Split"}
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert list(table) == list(dict.keys(table))
+    assert not caplog.records  # once: nothing is imported or logged again
 
 
 # --- outputs kept in the worker (isohost_comfy_worker.held) -------------------------------

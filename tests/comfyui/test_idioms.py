@@ -41,6 +41,17 @@ def test_a_pack_runs_comfyuis_own_nodes_from_the_node_table_as_in_process(server
     assert outputs["1"]["modules"] == ["comfy_extras.nodes_mask", "comfy_extras.nodes_compositing"]
 
 
+def test_a_pack_listing_the_node_table_finds_comfyuis_own_nodes_as_in_process(server):
+    # The worker imports ComfyUI's own node modules as a pack lists the table.
+    builtin = {name for name, info in server.object_info().items()
+               if info["python_module"] == "nodes"
+               or info["python_module"].startswith(("comfy_extras.", "comfy_api_nodes."))}
+    names = set(run_ok(server, {"1": {"class_type": "ListNodeTableIdiomIsohost",
+                                      "inputs": {}}})["1"]["names"])
+    assert {"SolidMask", "SplitImageWithAlpha", "KSampler"} <= builtin
+    assert builtin - names == set() and "ListNodeTableIdiomIsohost" in names
+
+
 def test_a_wildcard_linked_to_a_validated_input_matches_as_in_process(server):
     # The linked type is the pack's own str subclass in the host, which the worker cannot
     # import: it arrives a wildcard still.

@@ -57,6 +57,27 @@ class CallBuiltinNode:
             split.RELATIVE_PYTHON_MODULE]}, "result": ()}
 
 
+class ListNodeTable:
+    """The names in ComfyUI's node table here, as a pack that offers every node type lists
+    them."""
+    CATEGORY = "isohost_idioms"
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "list_names"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    def list_names(self):
+        import nodes
+
+        table = nodes.NODE_CLASS_MAPPINGS
+        names = [name for name in table]  # a lookup meanwhile changes nothing
+        assert all(name in table for name in names) and len(table) == len(names)
+        return {"ui": {"names": sorted(names)}, "result": ()}
+
+
 class MakeAny:
     CATEGORY = "isohost_idioms"
     RETURN_TYPES = (ANY,)
@@ -94,5 +115,6 @@ class TakeAnyChecked:
 
 NODE_CLASS_MAPPINGS = {"LookUpNodesIdiomIsohost": LookUpNodes, "MakeAnyIdiomIsohost": MakeAny,
                        "TakeAnyCheckedIdiomIsohost": TakeAnyChecked,
-                       "CallBuiltinNodeIdiomIsohost": CallBuiltinNode}
+                       "CallBuiltinNodeIdiomIsohost": CallBuiltinNode,
+                       "ListNodeTableIdiomIsohost": ListNodeTable}
 NODE_DISPLAY_NAME_MAPPINGS = {"LookUpNodesIdiomIsohost": "Look up nodes (idioms)"}
