@@ -178,10 +178,11 @@ class PackRoutes:
             except (ConnectionRefusedError, FileNotFoundError):
                 pass  # that worker has ended: open the channel of the next
         self._channels.pop(key, None)
+        # The settings are made at their first use (63 ms), here off the event loop.
+        settings = await asyncio.to_thread(self.worker_settings.__getitem__, env)
         # Cancelled (the route timeout, ComfyUI's request gone), the call runs on: opening is
         # harmless, and the next request opens again at once.
-        address = await self.host.start(env, _OPEN, pack_dir,
-                                        self.worker_settings[env]).result_async()
+        address = await self.host.start(env, _OPEN, pack_dir, settings).result_async()
         self._channels[key] = address
         return await _exchange(address, message, body, env)
 

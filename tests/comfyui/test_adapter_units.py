@@ -4,6 +4,7 @@ model detection, and the combos of model files. Fast; run with the ComfyUI tests
 import asyncio
 import os
 import sys
+import threading
 import types
 
 import pytest
@@ -622,6 +623,28 @@ def test_a_route_already_served_is_left_out_of_comfyuis_table(monkeypatch, caplo
     added = list(table)[2:]
     assert (added[0].method, added[0].path) == ("POST", "/taken")
     assert added[1].prefix == "/static_new" and added[1].kwargs == {"show_index": True}
+
+
+def test_a_route_opening_its_channel_makes_the_worker_settings_off_the_event_loop(monkeypatch):
+    pack_routes = _adapter_module_in_package("pack_routes")
+    made_on = []
+
+    class Settings(dict):
+        def __getitem__(self, env):
+            made_on.append(threading.get_ident())
+            return {"key": "5e77"}
+
+    class Refused:
+        async def result_async(self):
+            raise ConnectionRefusedError("no worker here")
+
+    started = []
+    host = types.SimpleNamespace(start=lambda *args: started.append(args) or Refused())
+    routes = pack_routes.PackRoutes(host, Settings(), 1.0)
+    with pytest.raises(ConnectionRefusedError):
+        asyncio.run(routes._forward("env", "/pack", {"kind": "request"}, b""))
+    assert made_on and made_on[0] != threading.get_ident()
+    assert started[0][2:] == ("/pack", {"key": "5e77"})
 
 
 def test_the_route_channel_answers_a_request_and_drops_bytes_that_are_not_one(
