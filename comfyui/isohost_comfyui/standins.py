@@ -13,9 +13,11 @@ its own, so that ComfyUI runs other nodes meanwhile, as it does while the real n
 import asyncio
 import contextvars
 import functools
+import inspect
 import keyword
 import logging
 import os
+import sys
 import threading
 
 import comfy.model_management
@@ -260,17 +262,33 @@ def _awaiting(run):
 
 
 def _validate_inputs(runner, env, pack_dir, name, parameters):
-    """A classmethod with the real VALIDATE_INPUTS's parameter names."""
+    """A classmethod with the real VALIDATE_INPUTS's parameter names. Where ComfyUI awaits a
+    node's validation (0.3.4x on), on its event loop as a prompt is posted, it is a coroutine
+    function whose call waits on a thread: the worker may be busy with another prompt's node of
+    its environment, or starting, and ComfyUI's server (progress, /interrupt) must not wait."""
     names = [n for n in parameters["names"] if n.isidentifier() and not keyword.iskeyword(n)]
     signature = ", ".join(["cls"] + names + (["**more"] if parameters["varkw"] else []))
     passed = "{%s}" % ", ".join("%r: %s" % (n, n) for n in names)
     if parameters["varkw"]:
         passed = "dict(%s, **more)" % passed
-    source = "def VALIDATE_INPUTS(%s):\n    return _call(%s)\n" % (signature, passed)
-    scope = {"_call": lambda inputs: runner.call(env, name, "validate_inputs", pack_dir, name,
+    if _validation_awaited():
+        source = ("async def VALIDATE_INPUTS(%s):\n    return await _to_thread(_call, %s)\n"
+                  % (signature, passed))
+    else:
+        source = "def VALIDATE_INPUTS(%s):\n    return _call(%s)\n" % (signature, passed)
+    scope = {"_to_thread": asyncio.to_thread,
+             "_call": lambda inputs: runner.call(env, name, "validate_inputs", pack_dir, name,
                                                  _types_as_names(list(inputs.items())))}
     exec(source, scope)  # noqa: S102 (names checked above: identifiers only)
     return classmethod(scope["VALIDATE_INPUTS"])
+
+
+def _validation_awaited():
+    """Whether this ComfyUI awaits a node's VALIDATE_INPUTS: its validate_inputs is a coroutine
+    function since it runs async nodes (before, it called VALIDATE_INPUTS and took a coroutine
+    for an answer)."""
+    execution = sys.modules.get("execution")
+    return inspect.iscoroutinefunction(getattr(execution, "validate_inputs", None))
 
 
 def _types_as_names(items):

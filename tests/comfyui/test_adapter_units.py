@@ -2,6 +2,7 @@
 model detection, and the combos of model files. Fast; run with the ComfyUI tests."""
 
 import asyncio
+import inspect
 import os
 import sys
 import threading
@@ -771,6 +772,17 @@ def test_a_workers_line_is_written_whole_with_its_colours_and_other_controls_esc
     assert (out.getvalue(), err.getvalue()) == ("[postproc] said \\xff\n", "[postproc] logged\n")
 
 
+def _standins_over(monkeypatch):
+    """standins.py loaded over the stand-ins of ComfyUI's modules the test put in sys.modules;
+    its siblings, loaded with them, go with them."""
+    before = set(sys.modules)
+    try:
+        return _adapter_module_in_package("standins")
+    finally:
+        for name in set(sys.modules) - before:
+            monkeypatch.delitem(sys.modules, name)
+
+
 # --- the stand-in of an async FUNCTION (standins._awaiting) ---------------------------------
 
 def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(monkeypatch):
@@ -778,9 +790,6 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     # prefix of its own node (ComfyUI sets the next node's meanwhile), see the cancelling of its
     # task (a prompt failing elsewhere), where the runner then interrupts the worker's call, and
     # leave ComfyUI's interrupt flag set for the node the prompt's thread runs meanwhile.
-    import inspect
-    import threading
-
     class GraphBuilder:
         _default_prefix_root, _default_prefix_call_index, _default_prefix_graph_index = "5", 0, 0
 
@@ -799,12 +808,7 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
                          "comfy_execution": types.ModuleType("comfy_execution"),
                          "comfy_execution.graph_utils": graph_utils}.items():
         monkeypatch.setitem(sys.modules, name, module)
-    before = set(sys.modules)
-    try:
-        standins = _adapter_module_in_package("standins")
-    finally:  # its siblings, loaded with these stand-ins of ComfyUI's modules, go with them
-        for name in set(sys.modules) - before:
-            monkeypatch.delitem(sys.modules, name)
+    standins = _standins_over(monkeypatch)
     started, moved_on, seen = threading.Event(), threading.Event(), {}
 
     def run(node, **inputs):
@@ -837,3 +841,45 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     with pytest.raises(comfy.model_management.InterruptProcessingException):
         standins._raise_interrupted()  # on the prompt's thread: as in process, cleared
     assert cleared == [1]
+
+
+@pytest.mark.parametrize("awaited", [True, False])
+def test_a_stand_ins_validate_inputs_waits_for_its_worker_off_comfyuis_event_loop(monkeypatch,
+                                                                                  awaited):
+    # ComfyUI 0.3.4x on awaits VALIDATE_INPUTS on its event loop as a prompt is posted: the
+    # worker's answer, which may wait for another prompt's node, is waited for on a thread.
+    comfy = types.ModuleType("comfy")
+    comfy.model_management = types.ModuleType("comfy.model_management")
+    comfy.model_management.free_memory = lambda *args, **kwargs: None
+    comfy.utils = types.ModuleType("comfy.utils")
+    execution = types.ModuleType("execution")
+    if awaited:
+        async def validate_inputs(prompt_id, prompt, item, validated):
+            pass
+    else:
+        def validate_inputs(prompt, item, validated):
+            pass
+    execution.validate_inputs = validate_inputs
+    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
+                         "comfy.utils": comfy.utils, "execution": execution,
+                         "folder_paths": types.ModuleType("folder_paths")}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    standins = _standins_over(monkeypatch)
+    asked = []
+
+    class Runner:
+        def call(self, env, name, function, pack_dir, node_name, items):
+            asked.append((threading.get_ident(), env, function, node_name, items))
+            return True
+
+    validate = standins._validate_inputs(Runner(), "env", "/pack", "Node", {
+        "names": ["image", "input_types"], "varkw": False}).__get__(None, type)
+    if awaited:
+        assert inspect.iscoroutinefunction(validate)  # what ComfyUI looks for
+        assert asyncio.run(validate(image=1, input_types={"image": "IMAGE"})) is True
+        assert asked[0][0] != threading.get_ident()
+    else:  # an older ComfyUI calls it and takes its answer as it is
+        assert validate(image=1, input_types={"image": "IMAGE"}) is True
+        assert asked[0][0] == threading.get_ident()
+    assert asked[0][1:] == ("env", "validate_inputs", "Node",
+                            [("image", 1), ("input_types", {"image": "IMAGE"})])
