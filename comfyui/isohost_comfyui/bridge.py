@@ -6,6 +6,7 @@ the node's executing context, where the same code runs for a node in process (an
 call waits on a thread of its own, in the same context: standins._awaiting). So the progress
 hook finds the executing node and prompt itself, and raises ComfyUI's interrupt there."""
 
+import contextlib
 import logging
 import threading
 
@@ -26,19 +27,40 @@ def serve(host):
 
 
 # What a running node asked of ComfyUI's interrupt flag (True, False), or None: set once a
-# node has returned (apply_node_interrupt), where in process the next node sees it. One prompt
-# runs at a time; an async node's call may end beside another node's, so the swap is locked.
+# node has returned (node_call), where in process the next node sees it. One prompt runs at a
+# time; an async node's call may end beside another node's, so the swap is locked.
 _node_interrupt_value = None
 _node_interrupt_lock = threading.Lock()
+# Whether this thread waits for a node's call (node_call), whose asks it runs.
+_waiting_for_node = threading.local()
+
+
+@contextlib.contextmanager
+def node_call():
+    """Around a node's call to its worker: an interrupt the node asks for is set in ComfyUI as
+    the call ends."""
+    outer = getattr(_waiting_for_node, "active", False)
+    _waiting_for_node.active = True
+    try:
+        yield
+    finally:
+        _waiting_for_node.active = outer
+        _apply_node_interrupt()
 
 
 def _node_interrupt(value):
     global _node_interrupt_value
+    value = bool(value["value"])
+    if not getattr(_waiting_for_node, "active", False):
+        # Asked outside a node (a pack's route or thread): set at once, as in process, where
+        # the running node sees it (and the next prompt clears it as it starts).
+        comfy.model_management.interrupt_current_processing(value)
+        return
     with _node_interrupt_lock:
-        _node_interrupt_value = bool(value["value"])
+        _node_interrupt_value = value
 
 
-def apply_node_interrupt():
+def _apply_node_interrupt():
     """Sets ComfyUI's interrupt flag as the node that just ran asked, if it did."""
     global _node_interrupt_value
     with _node_interrupt_lock:

@@ -58,14 +58,13 @@ class Runner:
         self.keep_outputs = False
 
     def call(self, env, node, function, *args, **kwargs):
-        try:
-            return self._call(env, node, function, *args, **kwargs)
-        except BaseException:
-            self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
-            self._settled.discard(env)
-            raise
-        finally:
-            bridge.apply_node_interrupt()
+        with bridge.node_call():
+            try:
+                return self._call(env, node, function, *args, **kwargs)
+            except BaseException:
+                self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
+                self._settled.discard(env)
+                raise
 
     def _call(self, env, node, function, *args, **kwargs):
         settings = self.worker_settings[env]

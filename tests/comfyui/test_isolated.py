@@ -107,6 +107,26 @@ def http(server, method, path, body=None, headers=None):
         return e.code, e.headers, e.read()
 
 
+@pytest.mark.parametrize("where", ["isolated", "in_process"])
+def test_a_packs_route_interrupting_the_prompt_stops_it_as_in_process(where, servers):
+    # The route runs in the schema pack's worker, the node in the test pack's: ComfyUI's flag is
+    # set as the route asks, and the running node stops at its next tick.
+    server = servers[where]
+    loop = {"1": {"class_type": "ProgressLoopIsohost",
+                  "inputs": {"steps": 100000, "seconds_per_step": 0.02}}}
+    prompt_id = server.queue(loop)
+    server.wait_for_event(prompt_id, ("progress",))
+    assert http(server, "POST", "/isohost_test/interrupt")[::2] == (200, b'{"interrupted": true}')
+    kind, message, _ = server.finish(prompt_id, timeout=60)
+    assert kind == "execution_interrupted", (kind, message)
+    # Asked while no prompt runs, it interrupts none: the next prompt clears it as it starts.
+    assert http(server, "POST", "/isohost_test/interrupt")[0] == 200
+    loop["1"]["inputs"].update(steps=3, seconds_per_step=0.0)
+    loop["2"] = {"class_type": "ProgressLoopIsohost",
+                 "inputs": {"steps": 2, "seconds_per_step": 0.0}}
+    run_ok(server, loop)
+
+
 def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolated, in_process):
     """The class-based pack adds routes to ComfyUI's server; isolated, its handlers run in its
     worker (another pid) and answer as in process: path variables, query, headers, a JSON body,

@@ -30,6 +30,15 @@ async def add(request):
     return response
 
 
+@routes.post("/isohost_test/interrupt")
+async def interrupt(request):
+    """Interrupts ComfyUI's running prompt, as a pack's cancel button does."""
+    import nodes
+
+    nodes.interrupt_processing()
+    return web.json_response({"interrupted": True})
+
+
 @routes.get("/isohost_test/missing")
 async def missing(request):
     raise web.HTTPNotFound(text="nothing here")
