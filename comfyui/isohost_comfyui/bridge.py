@@ -126,10 +126,29 @@ def _prompt_queue(value):
     if op not in _QUEUE_METHODS:
         raise ValueError("prompt_queue has no %r for an isolated worker" % (op,))
     if op == "put":
-        if len(args) != 1 or not isinstance(args[0], list):
-            raise TypeError("prompt_queue.put takes one queue item (a tuple)")
-        args = [tuple(args[0])]
+        if len(args) != 1:
+            raise TypeError("prompt_queue.put takes one queue item, not %d" % len(args))
+        args = [_queue_item(args[0])]
     return getattr(queue, op)(*args)
+
+
+def _queue_item(item):
+    """A worker's queue item as ComfyUI's prompt thread takes it: (number, prompt id, prompt,
+    extra data, outputs to execute), and a newer ComfyUI's sensitive data after them. Anything
+    else is refused: ComfyUI's heap would hold it, and its prompt thread would end on it."""
+    shape = ((int, float), str, dict, dict, list, dict)
+    if (not isinstance(item, list) or not 5 <= len(item) <= len(shape) or isinstance(item[0], bool)
+            or not all(isinstance(part, kind) for part, kind in zip(item, shape))):
+        raise TypeError("prompt_queue.put takes (number, prompt id, prompt, extra data, outputs "
+                        "to execute): a number, a string, a dict, a dict and a list; got %s"
+                        % _described(item))
+    return tuple(item)
+
+
+def _described(item):
+    if not isinstance(item, list):
+        return "a %s" % type(item).__name__
+    return "(%s)" % ", ".join(type(part).__name__ for part in item)
 
 
 def _free_memory_for_worker(value):

@@ -4,6 +4,7 @@ model detection, and the combos of model files. Fast; run with the ComfyUI tests
 import asyncio
 import inspect
 import os
+import re
 import sys
 import threading
 import types
@@ -772,12 +773,12 @@ def test_a_workers_line_is_written_whole_with_its_colours_and_other_controls_esc
     assert (out.getvalue(), err.getvalue()) == ("[postproc] said \\xff\n", "[postproc] logged\n")
 
 
-def _standins_over(monkeypatch):
-    """standins.py loaded over the stand-ins of ComfyUI's modules the test put in sys.modules;
-    its siblings, loaded with them, go with them."""
+def _adapter_over(monkeypatch, name="standins"):
+    """The adapter's module `name` loaded over the stand-ins of ComfyUI's modules the test put in
+    sys.modules; its siblings, loaded with them, go with them."""
     before = set(sys.modules)
     try:
-        return _adapter_module_in_package("standins")
+        return _adapter_module_in_package(name)
     finally:
         for name in set(sys.modules) - before:
             monkeypatch.delitem(sys.modules, name)
@@ -808,7 +809,7 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
                          "comfy_execution": types.ModuleType("comfy_execution"),
                          "comfy_execution.graph_utils": graph_utils}.items():
         monkeypatch.setitem(sys.modules, name, module)
-    standins = _standins_over(monkeypatch)
+    standins = _adapter_over(monkeypatch)
     started, moved_on, seen = threading.Event(), threading.Event(), {}
 
     def run(node, **inputs):
@@ -864,7 +865,7 @@ def test_a_stand_ins_validate_inputs_waits_for_its_worker_off_comfyuis_event_loo
                          "comfy.utils": comfy.utils, "execution": execution,
                          "folder_paths": types.ModuleType("folder_paths")}.items():
         monkeypatch.setitem(sys.modules, name, module)
-    standins = _standins_over(monkeypatch)
+    standins = _adapter_over(monkeypatch)
     asked = []
 
     class Runner:
@@ -883,3 +884,32 @@ def test_a_stand_ins_validate_inputs_waits_for_its_worker_off_comfyuis_event_loo
         assert asked[0][0] == threading.get_ident()
     assert asked[0][1:] == ("env", "validate_inputs", "Node",
                             [("image", 1), ("input_types", {"image": "IMAGE"})])
+
+
+def test_a_workers_queue_item_is_put_in_comfyuis_queue_only_in_the_shape_its_thread_takes(
+        monkeypatch):
+    comfy = types.ModuleType("comfy")
+    comfy.model_management = types.ModuleType("comfy.model_management")
+    comfy.model_management.free_memory = lambda *args, **kwargs: None
+    comfy.utils = types.ModuleType("comfy.utils")
+    put = []
+    server = types.ModuleType("server")
+    server.PromptServer = types.SimpleNamespace(instance=types.SimpleNamespace(
+        prompt_queue=types.SimpleNamespace(put=put.append)))
+    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
+                         "comfy.utils": comfy.utils, "server": server}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    bridge = _adapter_over(monkeypatch, "bridge")
+    good = [3, "id", {"1": {}}, {"client_id": "c"}, ["1"]]
+    for bad, said in (([1], "got (int)"), ([None, "x", {}, {}, []], "got (NoneType, str, "),
+                      ([True, "x", {}, {}, []], "got (bool, "), ("item", "got a str"),
+                      (good + [{}, "more"], "got (int, str, dict, dict, list, dict, str)"),
+                      ([3, "id", {}, {}, "1"], "got (int, str, dict, dict, str)")):
+        with pytest.raises(TypeError, match=re.escape(said)):
+            bridge._prompt_queue({"op": "put", "args": [bad]})
+    with pytest.raises(TypeError, match="one queue item, not 2"):
+        bridge._prompt_queue({"op": "put", "args": [good, good]})
+    assert put == []
+    bridge._prompt_queue({"op": "put", "args": [good]})
+    bridge._prompt_queue({"op": "put", "args": [good + [{"token": "x"}]]})  # a newer ComfyUI's
+    assert put == [tuple(good), tuple(good + [{"token": "x"}])]
