@@ -131,6 +131,12 @@ class HeldBook:
                 break
         return taken or None
 
+    def let_go_again(self, env, taken):
+        """`let_go_since`'s pairs of a call that failed, perhaps before its worker had them (one
+        interrupted in the queue): they go with the next call (a worker drops a pair once)."""
+        if taken:
+            self._let_go.setdefault(env, collections.deque()).extendleft(reversed(taken))
+
     def let_go(self, held):
         self._let_go.setdefault(held.env, collections.deque()).append([held.pid, held.id])
 

@@ -12,6 +12,7 @@ its own, so that ComfyUI runs other nodes meanwhile, as it does while the real n
 
 import asyncio
 import contextvars
+import copy
 import functools
 import inspect
 import keyword
@@ -200,7 +201,9 @@ def make(runner, env, pack_dir, name, description):
     written_back = [key for key, spec in (input_types.get("hidden") or {}).items()
                     if spec in _SHARED_HIDDEN]
 
-    def run_isolated(self, **inputs):
+    def call(self, inputs):
+        """The node run in its worker: (its result as ComfyUI takes it, {hidden input: its state
+        after the node ran})."""
         # As (name, value) items, in the order ComfyUI passed them.
         items = runner.held.inputs_for(env, list(inputs.items()))
         refuse_model_inputs(dict(items), name)
@@ -209,17 +212,29 @@ def make(runner, env, pack_dir, name, description):
                 if runner.keep_outputs else None)
         live = runner.live_nodes.for_call(env, prompt_id)
         hidden = [key for key in written_back if isinstance(inputs.get(key), dict)]
-        result = runner.call(env, name, "run", pack_dir, name, node_id or "object-%x" % id(self),
-                             items, live=live, keep=keep, drop=runner.held.let_go_since(env),
-                             prompt=None if live is None else objects.prompt_state(prompt_id),
-                             graph_prefix=_node_graph_prefix(), hidden_back=hidden or None)
+        drop = runner.held.let_go_since(env)
+        try:
+            result = runner.call(env, name, "run", pack_dir, name,
+                                 node_id or "object-%x" % id(self), items, live=live, keep=keep,
+                                 drop=drop,
+                                 prompt=None if live is None else objects.prompt_state(prompt_id),
+                                 graph_prefix=_node_graph_prefix(), hidden_back=hidden or None)
+        except BaseException:
+            runner.held.let_go_again(env, drop)
+            raise
+        changed = {}
         if hidden:
             result, changed = result["result"], result["hidden"]
-            for key in hidden:
-                _update_in_place(inputs[key], changed[key])
-        return runner.held.wrap(env, name, result, output_is_list)
+        return runner.held.wrap(env, name, result, output_is_list), changed
 
-    attrs["run_isolated"] = _awaiting(run_isolated) if description.get("async") else run_isolated
+    def run_isolated(self, **inputs):
+        result, changed = call(self, inputs)
+        for key, state in changed.items():
+            _update_in_place(inputs[key], state)
+        return result
+
+    attrs["run_isolated"] = (_awaiting(call, written_back) if description.get("async")
+                             else run_isolated)
     if description.get("check_lazy_status"):
         def check_lazy_status(self, **inputs):
             node_id = objects.executing()[1] or "object-%x" % id(self)
@@ -240,22 +255,29 @@ def make(runner, env, pack_dir, name, description):
     return _StandInType(name if name.isidentifier() else "IsolatedNode", (), attrs)
 
 
-def _awaiting(run):
+def _awaiting(call, written_back):
     """The stand-in of an async FUNCTION: a coroutine function (ComfyUI starts such nodes first
-    and runs others while they await) whose call to the worker waits on a thread of its own,
-    in the node's context (ComfyUI's executing node), which asyncio.to_thread copies."""
+    and runs others while they await) whose `call` to the worker waits on a thread of its own,
+    in the node's context (ComfyUI's executing node), which asyncio.to_thread copies. Of the
+    shared hidden inputs it took (`written_back`), only what the node changed is written back,
+    on ComfyUI's thread: the prompt's other nodes ran meanwhile and may have changed the rest."""
     async def run_isolated(self, **inputs):
+        before = {key: copy.deepcopy(inputs[key]) for key in written_back
+                  if isinstance(inputs.get(key), dict)}
         awaited = _Awaited(_graph_prefix())
         # Reset after the call: ComfyUI gives each call a task (a context) of its own, but a
         # pack that awaits a stand-in itself would keep it in its own context.
         token = _awaited.set(awaited)
         try:
-            return await asyncio.to_thread(run, self, **inputs)
+            result, changed = await asyncio.to_thread(call, self, inputs)
         except asyncio.CancelledError:
             awaited.cancelled.set()
             raise
         finally:
             _awaited.reset(token)
+        for key, state in changed.items():
+            _apply_changes(inputs[key], before[key], state)
+        return result
 
     return run_isolated
 
@@ -388,6 +410,23 @@ def _node_graph_prefix():
     """_graph_prefix as the running node started: an async node's thread reads it later."""
     awaited = _awaited.get()
     return _graph_prefix() if awaited is None else awaited.graph_prefix
+
+
+def _apply_changes(target, before, after):
+    """Make in the dict `target` the changes from `before` to `after` (a node's, made on a copy),
+    leaving what else changed in `target` meanwhile; dicts both hold are changed in place."""
+    for key in before:
+        if key not in after:
+            target.pop(key, None)
+    for key, value in after.items():
+        old = before.get(key, _ABSENT)
+        if isinstance(old, dict) and isinstance(value, dict) and isinstance(target.get(key), dict):
+            _apply_changes(target[key], old, value)
+        elif old is _ABSENT or old != value:
+            target[key] = value
+
+
+_ABSENT = object()
 
 
 def _update_in_place(target, source):

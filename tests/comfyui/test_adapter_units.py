@@ -2,6 +2,7 @@
 model detection, and the combos of model files. Fast; run with the ComfyUI tests."""
 
 import asyncio
+import copy
 import inspect
 import os
 import re
@@ -446,6 +447,12 @@ def test_a_token_changes_once_the_worker_holding_values_is_gone(monkeypatch):
     # A Held ComfyUI drops is let go of with the environment's next call.
     del marked
     assert book.let_go_since("e") == [[4242, 1]] and book.let_go_since("e") is None
+    # A call that failed (interrupted while it waited for its worker) gives its pairs back, before
+    # those let go of meanwhile: the next call sends them all.
+    book.let_go(types.SimpleNamespace(env="e", pid=4242, id=3))
+    book.let_go_again("e", [[4242, 1], [4242, 2]])
+    book.let_go_again("e", None)
+    assert book.let_go_since("e") == [[4242, 1], [4242, 2], [4242, 3]]
 
 
 def _adapter_module_in_package(name):
@@ -812,16 +819,17 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     standins = _adapter_over(monkeypatch)
     started, moved_on, seen = threading.Event(), threading.Event(), {}
 
-    def run(node, **inputs):
+    def run(node, inputs):
         started.set()
         moved_on.wait(10)
         seen.update(node=node, inputs=inputs, prefix=standins._node_graph_prefix())
         with pytest.raises(comfy.model_management.InterruptProcessingException):
             standins._raise_interrupted()  # the flag left for the node the prompt runs meanwhile
         seen["cancelled"] = standins._awaited.get().cancelled.wait(10) and standins._cancelled()
+        return (), {}
 
     async def prompt():
-        stand_in = standins._awaiting(run)
+        stand_in = standins._awaiting(run, [])
         assert inspect.iscoroutinefunction(stand_in)  # what ComfyUI looks for
         task = asyncio.create_task(stand_in("node", image=1))
         await asyncio.to_thread(started.wait, 10)
@@ -913,3 +921,42 @@ def test_a_workers_queue_item_is_put_in_comfyuis_queue_only_in_the_shape_its_thr
     bridge._prompt_queue({"op": "put", "args": [good]})
     bridge._prompt_queue({"op": "put", "args": [good + [{"token": "x"}]]})  # a newer ComfyUI's
     assert put == [tuple(good), tuple(good + [{"token": "x"}])]
+
+
+def test_an_async_node_writes_back_only_what_it_changed_of_the_shared_hidden_inputs(monkeypatch):
+    # The prompt's other nodes ran while it awaited: a seed node in process wrote its seed into
+    # the prompt ComfyUI shares (SaveImage embeds it); the async node's own change joins it.
+    comfy = types.ModuleType("comfy")
+    comfy.model_management = types.ModuleType("comfy.model_management")
+    comfy.model_management.free_memory = lambda *args, **kwargs: None
+    comfy.utils = types.ModuleType("comfy.utils")
+    graph_utils = types.ModuleType("comfy_execution.graph_utils")
+    graph_utils.GraphBuilder = types.SimpleNamespace(
+        _default_prefix_root="1", _default_prefix_call_index=0, _default_prefix_graph_index=0)
+    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
+                         "comfy.utils": comfy.utils,
+                         "folder_paths": types.ModuleType("folder_paths"),
+                         "comfy_execution": types.ModuleType("comfy_execution"),
+                         "comfy_execution.graph_utils": graph_utils}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    standins = _adapter_over(monkeypatch)
+    prompt = {"1": {"inputs": {"seed": 0, "steps": 4}}, "2": {"inputs": {"note": "a"}},
+              "3": {"inputs": {}}}
+    seed_inputs = prompt["1"]["inputs"]
+    main = threading.get_ident()
+
+    def call(node, inputs):
+        after = copy.deepcopy(inputs["prompt"])  # the node's changes, on its copy in the worker
+        after["2"]["inputs"]["note"] = "b"
+        del after["3"]
+        after["4"] = {"inputs": {"added": True}}
+        prompt["1"]["inputs"]["seed"] = 42  # meanwhile, on ComfyUI's thread in process
+        prompt["5"] = {"inputs": {}}
+        assert threading.get_ident() != main
+        return ("out",), {"prompt": after}
+
+    stand_in = standins._awaiting(call, ["prompt", "extra_pnginfo"])
+    assert asyncio.run(stand_in("node", prompt=prompt, extra_pnginfo="not a dict")) == ("out",)
+    assert prompt == {"1": {"inputs": {"seed": 42, "steps": 4}}, "2": {"inputs": {"note": "b"}},
+                      "4": {"inputs": {"added": True}}, "5": {"inputs": {}}}
+    assert prompt["1"]["inputs"] is seed_inputs  # changed in place, as other holders see it
