@@ -7,7 +7,9 @@ other node gets the value itself: the hook on ComfyUI's get_input_data fetches i
 such a node runs, and a stand-in of another environment fetches it to send on. A Held that
 ComfyUI drops is let go of with the environment's next call. Where the worker that held values
 is gone (reaped, killed), its stand-ins answer a new IS_CHANGED token, so ComfyUI runs them
-again instead of handing its cached, now empty, marks to the nodes after them.
+again instead of handing its cached, now empty, marks to the nodes after them. While a prompt
+runs, an environment whose worker holds its nodes' outputs is kept (isohost.Host.keep): no reap
+takes them between two of its nodes, as ComfyUI keeps its own outputs in process.
 
 A pack's object that a node outside its environment reads comes as the worker's refusal
 instead: this process could not unpickle it, so the node fails with ObjectCannotCross, naming
@@ -16,6 +18,9 @@ the output, its type, its class and its readers."""
 import collections
 import logging
 import math
+import threading
+
+import isohost
 
 # The mark's key and what the worker does with each output, as the worker side defines them.
 from isohost_comfy_worker.held import CROSS, KEEP, KEEP_EACH, MARK, REFUSED
@@ -71,6 +76,10 @@ class HeldBook:
         self._holder = {}  # env -> (pid, start time) of the worker its Helds name
         self._epoch = {}   # env -> how many such workers it has lost
         self._readers = (None, {})  # (prompt id, {node id: {output: [class types reading it]}})
+        # The environments kept (isohost.Host.keep) while the running prompt needs what their
+        # workers hold: reaped between two of its nodes, a worker took the values with it.
+        self._kept = set()
+        self._kept_lock = threading.Lock()
 
     def keep_modes(self, env, prompt_id, node_id, output_is_list):
         """Per output of the node, what its worker does with it: keep it (KEEP, or KEEP_EACH
@@ -164,7 +173,30 @@ class HeldBook:
         holder = self._holder.get(env)
         if holder is None or holder[0] != value["pid"]:
             self._holder[env] = (value["pid"], _start_time(value["pid"]))
+        self._keep_for_prompt(env)
         return Held(self, env, node, value, output)
+
+    def _keep_for_prompt(self, env):
+        with self._kept_lock:
+            if env in self._kept:
+                return
+            self._kept.add(env)
+        self._keep(env, True)
+
+    def prompt_ended(self):
+        """ComfyUI's prompt ended: the workers holding its nodes' outputs may be reaped again
+        (ComfyUI's cache may still name them: the token runs those nodes again then)."""
+        with self._kept_lock:
+            kept, self._kept = self._kept, set()
+        for env in sorted(kept):
+            self._keep(env, False)
+
+    def _keep(self, env, kept):
+        try:
+            self._runner.host.keep(env, kept)
+        except isohost.Error as e:  # the host is closing, say: its workers go with it
+            _log.warning("isohost: environment '%s' could not be %s: %s", env,
+                         "kept for the running prompt" if kept else "let go", e)
 
     def _readers_outside(self, env, output):
         """The class types of the running prompt's nodes outside `env` that read output
@@ -279,4 +311,24 @@ def install(runner):
 
     get_input_data.isohost_hook = True
     execution.get_input_data = get_input_data
+    _let_go_as_prompts_end(execution, runner)
     runner.keep_outputs = True
+
+
+def _let_go_as_prompts_end(execution, runner):
+    """Hook ComfyUI's PromptExecutor.execute (one prompt, however it ends) so that the workers
+    kept for a prompt are let go as it ends."""
+    executor = getattr(execution, "PromptExecutor", None)
+    original = getattr(executor, "execute", None)
+    if original is None:
+        _log.warning("isohost: workers holding a prompt's outputs are not kept from reaps: this "
+                     "ComfyUI's execution.py has no PromptExecutor.execute to hook")
+        return
+
+    def execute(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            runner.held.prompt_ended()
+
+    executor.execute = execute

@@ -167,6 +167,18 @@ class Host:
         WakeFailed when there is no room on the card for it (it stays as it was)."""
         return self._finish_now(self._submit("wake", env), self._peer(env))
 
+    def keep(self, env, kept=True):
+        """Keep `env`'s workers alive while a job of the caller's still needs what they hold
+        (kept=False lets them go): none is reaped for another's room, for RAM pressure or for
+        idleness meanwhile; a release, sleep or hibernation keeps the process and what it holds,
+        so they still make room. Starts no worker; `reap` still ends one. Returns {"kept"}."""
+        if not isinstance(env, str):
+            raise BadRequest("an environment is named by a string, not %r" % (env,))
+        if not isinstance(kept, bool):
+            raise ValueError("kept is True or False, not %r" % (kept,))
+        message = json.dumps({"kept": kept})
+        return self._finish_now(self._core_call(self._core.submit, "keep", env, message, []), None)
+
     def make_room(self, nbytes, device=0):
         """This process itself needs `nbytes` of VRAM on GPU `device`: make room with idle
         workers as for a worker's reserve_vram (release, hibernate, reap; docs/memory.md),

@@ -70,6 +70,7 @@ pool::Request::Kind request_kind(const std::string& kind) {
   if (kind == "sleep") return pool::Request::Kind::sleep;
   if (kind == "wake") return pool::Request::Kind::wake;
   if (kind == "make_room") return pool::Request::Kind::make_room;
+  if (kind == "keep") return pool::Request::Kind::keep;
   throw Error(ErrorKind::bad_request, "unknown request kind '" + kind + "'");
 }
 

@@ -63,6 +63,7 @@ nlohmann::ordered_json status_json(const pool::PoolStatus& status) {
         {"state", w.state},
         {"idle_seconds", w.idle_seconds},
         {"calls", w.calls},
+        {"kept", w.kept},
         // A worker still starting has said no hello yet (null).
         {"python",
          w.hello.is_object() ? w.hello.value("python", nlohmann::ordered_json()) : nullptr},

@@ -71,7 +71,7 @@ std::optional<HibernationBlock> add_if_ram_takes(Candidate& candidate, Admission
 
 // The ways open to one idle worker: release (it has a cache and is not asleep), sleep (it
 // can, and has allocations), hibernate (the driver can, and host RAM could take it in alone),
-// reap (always).
+// reap (unless its environment is kept).
 Candidate candidate_for(const VramHolding& holding, const RamLedger& ram,
                         const TransferRates& rates) {
   Candidate candidate{.holding = &holding};
@@ -86,7 +86,7 @@ Candidate candidate_for(const VramHolding& holding, const RamLedger& ram,
   if (!candidate.hibernation_block && holding.hibernation_moves() > 0) {
     candidate.hibernation_block = add_if_ram_takes(candidate, way(StepKind::hibernate), ram);
   }
-  candidate.ways.push_back(way(StepKind::reap));
+  if (!holding.kept) candidate.ways.push_back(way(StepKind::reap));
   return candidate;
 }
 

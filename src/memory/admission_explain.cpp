@@ -217,8 +217,9 @@ std::string steps_arithmetic(const AdmissionPlan& plan) {
 
 // Why there is no room now, and whether waiting can help.
 std::string not_enough_arithmetic(const AdmissionPlan& plan) {
-  std::string text = "; short by " + mib_text(plan.short_by()) + ": reaping every idle worker " +
-                     "gives at most " + mib_text(plan.idle_can_give);
+  // "Give back": a kept environment's worker is never reaped, so its most is less than a reap.
+  std::string text = "; short by " + mib_text(plan.short_by()) +
+                     ": the idle workers can give back at most " + mib_text(plan.idle_can_give);
   text += plan.busy_workers.empty() ? ", and no worker is busy"
                                     : "; busy workers " + quoted_list(plan.busy_workers) +
                                           " hold " + mib_text(plan.busy_hold);

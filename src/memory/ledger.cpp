@@ -40,7 +40,8 @@ RamHolding ram_holding(const ProcessFigures& process) {
           .state = process.state,
           .last_used = process.last_used,
           .pss = process.pss,
-          .hibernated_unseen = unseen ? process.hibernated_bytes : 0};
+          .hibernated_unseen = unseen ? process.hibernated_bytes : 0,
+          .kept = process.kept};
 }
 
 DeviceLedger device_ledger(const DeviceFigures& figures, const Snapshot& snapshot,
@@ -85,6 +86,7 @@ VramHolding vram_holding(const ProcessFigures& process) {
                       .vram_known = process.vram_used.has_value(),
                       .allocator_known = process.allocator_reserved.has_value(),
                       .can_sleep = process.can_sleep,
+                      .kept = process.kept,
                       .slept_bytes = process.slept_bytes,
                       .start_time = process.start_time};
   if (process.state == WorkerState::hibernated) return holding;

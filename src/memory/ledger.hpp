@@ -43,6 +43,7 @@ struct VramHolding {
   Bytes held = 0;
   Bytes reclaimable = 0;
   bool can_sleep = false;              // ProcessFigures::can_sleep
+  bool kept = false;                   // ProcessFigures::kept: never reaped
   Bytes slept_bytes = 0;               // in its host RAM already (ProcessFigures::slept_bytes)
   std::optional<Duration> start_time;  // its environment's mean start-to-ready, if seen
 
@@ -97,6 +98,7 @@ struct RamHolding {
   TimePoint last_used{};
   Bytes pss = 0;
   Bytes hibernated_unseen = 0;  // hibernated bytes the PSS reading does not show yet
+  bool kept = false;            // ProcessFigures::kept: never reaped
 
   constexpr Bytes held() const noexcept { return pss + hibernated_unseen; }
 };

@@ -11,6 +11,7 @@ bool within_limits(Bytes workers, Bytes available, Bytes budget, Bytes floor) {
 }
 
 bool reapable(const RamHolding& holding) {
+  if (holding.kept) return false;
   return holding.state == WorkerState::idle || holding.state == WorkerState::hibernated ||
          holding.state == WorkerState::asleep;
 }

@@ -93,6 +93,9 @@ struct ProcessFigures {
 
   HibernationSupport hibernation{};
   int device = 0;  // the device index it is pinned to (CUDA_VISIBLE_DEVICES), or kNoDevice
+  // Its environment is kept (Request::Kind::keep): a caller's job needs what it holds, so it is
+  // never reaped; a release, sleep or hibernation keeps the process and may still act on it.
+  bool kept = false;
 
   // Its runtime offers `sleep` and torch has a CUDA context in it: its torch storages can be
   // copied into its host RAM at bus speed and freed, and a hibernation sleeps first.

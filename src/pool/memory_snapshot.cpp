@@ -60,7 +60,8 @@ memory::ProcessFigures process_figures(const WorkerStatus& w, memory::TimePoint 
                            .allocator_reserved = allocator_figure(w.report, "reserved"),
                            .allocator_allocated = allocator_figure(w.report, "allocated"),
                            .release_can_free = report_figure(w.report, "release_can_free", memory::Bytes{0}),
-                           .device = static_cast<int>(w.device)};
+                           .device = static_cast<int>(w.device),
+                           .kept = w.kept};
   if (w.memory) {
     if (w.memory->ram) p.pss = w.memory->ram->pss;
     p.vram_used = w.memory->vram;

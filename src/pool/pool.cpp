@@ -77,6 +77,11 @@ std::optional<std::string> request_fields_error(const Request& request) {
       return "a query's op must be a string, not " + shown(op);
     return std::nullopt;
   }
+  if (request.kind == Request::Kind::keep) {
+    if (const auto kept = field("kept"); !kept.is_boolean())
+      return "keep's kept must be true or false, not " + shown(kept);
+    return std::nullopt;
+  }
   if (request.kind != Request::Kind::call) return std::nullopt;
   const auto target = field("target");
   if (!target.is_string()) return "target must be a string 'module:function', not " + shown(target);
@@ -215,6 +220,7 @@ PoolStatus Pool::status_on_loop() const {
                     .hibernation = slot.hibernation,
                     .sleep = slot.sleep,
                     .hibernate_allowed = slot.config.hibernate,
+                    .kept = slot.kept,
                     .origin = slot.origin.how,
                     .zygote_pid = slot.origin.zygote_pid};
     if (is_idle(w.state())) {
@@ -276,6 +282,11 @@ void Pool::take_on_loop(Request request, Handler handler) {
     return;
   }
   Slot& slot = it->second;
+  if (request.kind == Request::Kind::keep) {
+    keep(slot, request.message.at("kept").get<bool>());
+    handler(Outcome::success({{"kept", slot.kept}}));
+    return;
+  }
   // Release, reap, hibernate, wake and queries concern the worker that is there; they never
   // start one.
   if (request.kind != Request::Kind::call && !slot.worker) {
@@ -599,6 +610,17 @@ void Pool::retire(Slot& slot, const std::string& reason) {
   w->shutdown(config_.host.shutdown_grace);
 }
 
+void Pool::keep(Slot& slot, bool kept) {
+  if (slot.kept == kept) return;
+  slot.kept = kept;
+  spdlog::info("environment '{}' {}", slot.config.name,
+               kept ? "kept: its workers are not reaped until it is let go"
+                    : "let go: its workers may be reaped again");
+  if (!kept && slot.worker && is_idle(slot.worker->state()) && slot.queue.empty()) {
+    arm_idle_timers(slot);  // an idle reap that came due meanwhile happens now
+  }
+}
+
 void Pool::arm_idle_timers(Slot& slot) {
   if (!slot.worker) return;
   const auto left = idle_steps_left(slot.worker->state(), slot.idle->step, slot.config.hibernate);
@@ -616,6 +638,7 @@ void Pool::arm_idle_timers(Slot& slot) {
   }
   if (left.reap) {
     arm_idle_timer(slot, *slot.idle->reap, config_.host.idle_reap, [this](Slot& s) {
+      if (s.kept) return;  // keep(false) arms it again
       retire(s, fmt::format("idle for {:g} s",
                             std::chrono::duration<double>(config_.host.idle_reap).count()));
     });

@@ -213,6 +213,8 @@ class Pool : private AdmissionSteps {
     } origin;
     // Kept across worker generations, for the live view.
     EnvMetrics metrics;
+    // Request::Kind::keep: its workers are not reaped for admission, RAM or idleness.
+    bool kept = false;
   };
 
   // submit_on_loop's work, which may throw.
@@ -238,6 +240,8 @@ class Pool : private AdmissionSteps {
   std::function<void(nlohmann::ordered_json)> on_loop(
       std::function<void(nlohmann::ordered_json)> answer);
   void retire(Slot& slot, const std::string& reason);
+  // Request::Kind::keep on the loop.
+  void keep(Slot& slot, bool kept);
   void arm_idle_timers(Slot& slot);
   // Runs `action` once the slot's worker has been idle for `window` (zero: never).
   void arm_idle_timer(Slot& slot, Alarm& alarm, std::chrono::milliseconds window,

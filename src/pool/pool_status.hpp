@@ -80,6 +80,8 @@ struct WorkerStatus {
   std::optional<double> mean_start_seconds;
   // [env.NAME] hibernate.
   bool hibernate_allowed = true;
+  // Its environment is kept (Request::Kind::keep): never reaped for admission, RAM or idleness.
+  bool kept = false;
   // "zygote" when forked from its environment's zygote (zygote_pid), "spawn" when started fresh.
   std::string origin = "spawn";
   pid_t zygote_pid = -1;

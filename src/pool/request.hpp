@@ -25,6 +25,11 @@ struct Request {
     // The embedding host itself needs VRAM (`message`: {"bytes", "device"}): admission makes
     // room with idle workers as for a worker's reserve_vram, and books no grant. `env` unused.
     make_room,
+    // Keep the environment's workers alive (`message`: {"kept": bool}): while kept, no worker of
+    // it is reaped for admission, RAM pressure or idleness (release, sleep and hibernation keep
+    // the process, and what it holds); a caller's job still needs what they hold. Never starts
+    // one; an explicit reap still ends it.
+    keep,
   };
   Kind kind = Kind::call;
   std::string env;

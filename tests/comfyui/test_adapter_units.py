@@ -432,9 +432,36 @@ def test_the_host_side_keeps_an_output_only_where_every_reader_is_of_its_environ
     assert book.keep_modes("e", None, "2", [False]) is None  # outside a prompt: nothing kept
 
 
+def test_an_environment_holding_a_prompts_outputs_is_kept_until_the_prompt_ends(caplog):
+    held = _adapter_module_in_package("held")
+    import isohost
+
+    asked = []
+
+    def keep(env, kept=True):
+        asked.append((env, kept))
+        if env == "closing":
+            raise isohost.HostShuttingDown("the host is shutting down")
+        return {"kept": kept}
+
+    book = held.HeldBook(runner=types.SimpleNamespace(host=types.SimpleNamespace(keep=keep)))
+    assert book.wrap("e", "Node", ("text",), [False]) == ("text",)
+    assert asked == []  # nothing kept in the worker: nothing to keep it for
+    kept = [book.wrap(env, "Node", ({held.MARK: 1, "pid": 4242},), [False])
+            for env in ("e", "e", "f", "closing")]
+    assert asked == [("e", True), ("f", True), ("closing", True)]  # once per environment
+    with caplog.at_level("WARNING", logger="isohost"):
+        book.prompt_ended()
+        book.prompt_ended()  # nothing kept any more
+    assert asked[3:] == [("closing", False), ("e", False), ("f", False)]
+    assert "environment 'closing' could not be let go: the host is shutting down" in caplog.text
+    del kept
+
+
 def test_a_token_changes_once_the_worker_holding_values_is_gone(monkeypatch):
     held = _adapter_module_in_package("held")
-    book = held.HeldBook(runner=None)
+    book = held.HeldBook(runner=types.SimpleNamespace(
+        host=types.SimpleNamespace(keep=lambda env, kept=True: {"kept": kept})))
     first = book.token("e")
     marked = book.wrap("e", "Node", ({held.MARK: 1, "pid": 4242},), [False])
     assert isinstance(marked[0], held.Held) and marked[0].env == "e"

@@ -23,6 +23,7 @@ struct RamWorker {
   Bytes pss_mib = 600;
   int last_used_s = 0;
   Bytes hibernated_mib = 0;  // not yet in the PSS reading
+  bool kept = false;
 };
 
 struct ReliefCase {
@@ -46,7 +47,8 @@ RamLedger ram_of(const ReliefCase& row) {
                             .state = w.state,
                             .last_used = at(w.last_used_s),
                             .pss = mib(w.pss_mib),
-                            .hibernated_unseen = mib(w.hibernated_mib)});
+                            .hibernated_unseen = mib(w.hibernated_mib),
+                            .kept = w.kept});
   }
   return ram;
 }
@@ -110,6 +112,13 @@ const std::vector<ReliefCase> kCases = {
      .budget_mib = 10000,
      .reaps = {"z"},
      .needed = true},
+    {.name = "kept_workers_are_never_reaped",
+     .workers = {{.id = "k", .pss_mib = 5000, .kept = true}, {.id = "a", .pss_mib = 600}},
+     .available_mib = 8000,
+     .budget_mib = 4000,
+     .reaps = {"a"},
+     .needed = true,
+     .enough = false},
     {.name = "busy_and_starting_are_never_reaped",
      .workers = {{.id = "p", .state = busy, .pss_mib = 5000},
                  {.id = "s", .state = starting, .pss_mib = 3000},

@@ -310,6 +310,20 @@ class Invert:
         return (1.0 - image,)
 
 
+class InvertWithNote:
+    """IMAGE in; the IMAGE inverted and a note out (a node whose two outputs go two ways)."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("IMAGE", "STRING")
+    FUNCTION = "invert"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    def invert(self, image):
+        return (1.0 - image, "inverted")
+
+
 class HeldCount:
     """IMAGE in and out; its UI says how many earlier nodes' outputs the worker running it holds
     for later nodes (isohost_comfy_worker.held), and -1 in process, where there is no such
@@ -609,7 +623,8 @@ class ShowStamp:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps, PollingThread, MakeHolder,
-    CheckpointName, ServerMessages, QueueView, PassAny, Positive, Expand, StampSeed, ShowStamp)}
+    Invert, InvertWithNote, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps,
+    PollingThread, MakeHolder, CheckpointName, ServerMessages, QueueView, PassAny, Positive,
+    Expand, StampSeed, ShowStamp)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}
 WEB_DIRECTORY = "./web"
