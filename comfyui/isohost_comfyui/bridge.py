@@ -48,12 +48,13 @@ def node_call():
         _apply_node_interrupt()
 
 
-def _node_interrupt(value):
+def _node_interrupt(asked):
     global _node_interrupt_value
-    value = bool(value["value"])
-    if not getattr(_waiting_for_node, "active", False):
-        # Asked outside a node (a pack's route or thread): set at once, as in process, where
-        # the running node sees it (and the next prompt clears it as it starts).
+    value = bool(asked["value"])
+    if not (getattr(_waiting_for_node, "active", False) and asked.get("in_node", True)):
+        # Asked outside a node (a pack's route or thread, of the running node's worker or
+        # another's): set at once, as in process, where the running node sees it (and the next
+        # prompt clears it as it starts).
         comfy.model_management.interrupt_current_processing(value)
         return
     with _node_interrupt_lock:

@@ -77,7 +77,9 @@ class HeldBook:
         self._epoch = {}   # env -> how many such workers it has lost
         self._readers = (None, {})  # (prompt id, {node id: {output: [class types reading it]}})
         # The environments kept (isohost.Host.keep) while the running prompt needs what their
-        # workers hold: reaped between two of its nodes, a worker took the values with it.
+        # workers hold: reaped between two of its nodes, a worker took the values with it. Only
+        # where the prompt's end is seen (install), else nothing would let them go.
+        self.keeps_for_prompts = False
         self._kept = set()
         self._kept_lock = threading.Lock()
 
@@ -173,15 +175,25 @@ class HeldBook:
         holder = self._holder.get(env)
         if holder is None or holder[0] != value["pid"]:
             self._holder[env] = (value["pid"], _start_time(value["pid"]))
-        self._keep_for_prompt(env)
         return Held(self, env, node, value, output)
 
-    def _keep_for_prompt(self, env):
+    def keep_for_prompt(self, env):
+        """`env`'s worker holds, or is about to hold, outputs of the running prompt: keep it
+        until the prompt ends."""
+        if not self.keeps_for_prompts:
+            return
         with self._kept_lock:
             if env in self._kept:
                 return
             self._kept.add(env)
         self._keep(env, True)
+
+    def prompt_starting(self):
+        """A prompt starts: the workers holding outputs that ComfyUI's cache may hand its nodes
+        are kept for it too."""
+        for env, (pid, start_time) in list(self._holder.items()):
+            if _start_time(pid) == start_time:
+                self.keep_for_prompt(env)
 
     def prompt_ended(self):
         """ComfyUI's prompt ended: the workers holding its nodes' outputs may be reaped again
@@ -326,9 +338,11 @@ def _let_go_as_prompts_end(execution, runner):
         return
 
     def execute(self, *args, **kwargs):
+        runner.held.prompt_starting()
         try:
             return original(self, *args, **kwargs)
         finally:
             runner.held.prompt_ended()
 
     executor.execute = execute
+    runner.held.keeps_for_prompts = True

@@ -59,26 +59,35 @@ class Runner:
         self.keep_outputs = False
 
     def call(self, env, node, function, *args, **kwargs):
+        return self._called(env, node, function, args, kwargs, True)
+
+    def call_unwatched(self, env, node, function, *args, **kwargs):
+        """`call` that neither watches nor clears ComfyUI's interrupt flag: a VALIDATE_INPUTS
+        that ComfyUI awaits on its event loop as a prompt is posted, while another prompt may
+        run, whose interrupt is that prompt's (in process, validation is not interrupted)."""
+        return self._called(env, node, function, args, kwargs, False)
+
+    def _called(self, env, node, function, args, kwargs, watched):
         with bridge.node_call():
             try:
-                return self._call(env, node, function, *args, **kwargs)
+                return self._call(env, node, function, args, kwargs, watched)
             except BaseException:
                 self.live_nodes.forget(env)  # its worker may be replaced: tell the next one
                 self._settled.discard(env)
                 raise
 
-    def _call(self, env, node, function, *args, **kwargs):
+    def _call(self, env, node, function, args, kwargs, watched):
         settings = self.worker_settings[env]
         sent = settings_reference(settings) if env in self._settled else settings
         try:
-            result = self._run(env, node, function, args, kwargs, sent)
+            result = self._run(env, node, function, args, kwargs, sent, watched)
         except _SettingsNeeded:
             _log.info("isohost: environment '%s' has a new worker; its settings go again", env)
-            result = self._run(env, node, function, args, kwargs, settings)
+            result = self._run(env, node, function, args, kwargs, settings, watched)
         self._settled.add(env)
         return result
 
-    def _run(self, env, node, function, args, kwargs, settings):
+    def _run(self, env, node, function, args, kwargs, settings, watched):
         call = self.host.start(env, _WORKER + function, *args, settings, **kwargs)
         interrupted = False
         while True:
@@ -87,14 +96,16 @@ class Runner:
             except TimeoutError:
                 # ComfyUI's interrupt (POST /interrupt) sets this flag; a node in process sees
                 # it at its next progress tick. The worker's call sees it at its next bytecode.
-                if not interrupted and (comfy.model_management.processing_interrupted()
-                                        or _cancelled()):
+                if watched and not interrupted and (comfy.model_management.processing_interrupted()
+                                                    or _cancelled()):
                     interrupted = True
                     call.interrupt(self.grace)
-            except isohost.Interrupted:
+            except isohost.Interrupted as e:
+                if not watched:
+                    raise errors.node_error(e, node, env) from None
                 _raise_interrupted()
             except isohost.WorkerException as e:
-                if _is_interrupt(e.type_name):
+                if watched and _is_interrupt(e.type_name):
                     _raise_interrupted()
                 if e.type_name == _SETTINGS_NEEDED:
                     raise _SettingsNeeded() from None
@@ -211,6 +222,8 @@ def make(runner, env, pack_dir, name, description):
         keep = (runner.held.keep_modes(env, prompt_id, node_id, output_is_list)
                 if runner.keep_outputs else None)
         live = runner.live_nodes.for_call(env, prompt_id)
+        if keep and any(mode != held.CROSS for mode in keep):
+            runner.held.keep_for_prompt(env)  # before the call: kept once it is idle again
         hidden = [key for key in written_back if isinstance(inputs.get(key), dict)]
         drop = runner.held.let_go_since(env)
         try:
@@ -298,8 +311,9 @@ def _validate_inputs(runner, env, pack_dir, name, parameters):
     else:
         source = "def VALIDATE_INPUTS(%s):\n    return _call(%s)\n" % (signature, passed)
     scope = {"_to_thread": asyncio.to_thread,
-             "_call": lambda inputs: runner.call(env, name, "validate_inputs", pack_dir, name,
-                                                 _types_as_names(list(inputs.items())))}
+             "_call": lambda inputs: runner.call_unwatched(
+                 env, name, "validate_inputs", pack_dir, name,
+                 _types_as_names(list(inputs.items())))}
     exec(source, scope)  # noqa: S102 (names checked above: identifiers only)
     return classmethod(scope["VALIDATE_INPUTS"])
 

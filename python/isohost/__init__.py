@@ -172,12 +172,9 @@ class Host:
         (kept=False lets them go): none is reaped for another's room, for RAM pressure or for
         idleness meanwhile; a release, sleep or hibernation keeps the process and what it holds,
         so they still make room. Starts no worker; `reap` still ends one. Returns {"kept"}."""
-        if not isinstance(env, str):
-            raise BadRequest("an environment is named by a string, not %r" % (env,))
         if not isinstance(kept, bool):
             raise ValueError("kept is True or False, not %r" % (kept,))
-        message = json.dumps({"kept": kept})
-        return self._finish_now(self._core_call(self._core.submit, "keep", env, message, []), None)
+        return self._finish_now(self._submit("keep", env, message={"kept": kept}), None)
 
     def make_room(self, nbytes, device=0):
         """This process itself needs `nbytes` of VRAM on GPU `device`: make room with idle
@@ -188,8 +185,8 @@ class Host:
             raise ValueError("make_room needs a whole number of bytes, not %r" % (nbytes,))
         if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device <= 255:
             raise ValueError("make_room needs a GPU index from 0 to 255, not %r" % (device,))
-        message = json.dumps({"bytes": nbytes, "device": device})
-        return self._finish_now(self._core_call(self._core.submit, "make_room", "", message, []), None)
+        return self._finish_now(
+            self._submit("make_room", "", message={"bytes": nbytes, "device": device}), None)
 
     def close(self):
         """Shut every worker down (shutdown frame, grace period, kill). Idempotent."""
@@ -209,12 +206,14 @@ class Host:
     def __exit__(self, *exc):
         self.close()
 
-    def _submit(self, kind, env, target=None, args=(), kwargs=None):
+    def _submit(self, kind, env, target=None, args=(), kwargs=None, message=None):
+        """Hands a request to the core: a call (`target`, `args`, `kwargs`), or a request of
+        another kind with its `message` (a dict; none: {})."""
         if not isinstance(env, str):
             raise BadRequest("an environment is named by a string, not %r" % (env,))
         if kind == "call" and not isinstance(target, str):
             raise BadRequest("a call's target is a string 'module:function', not %r" % (target,))
-        text, encoded = "{}", None
+        text, encoded = json.dumps(message or {}), None
         if kind == "call":
             text, encoded = self._call_message(env, target, list(args), kwargs or {})
         try:

@@ -19,6 +19,7 @@ import sys
 import types
 
 import isohost_worker
+from isohost_worker import interrupts
 
 _prepared = None
 _host_modules = frozenset()
@@ -251,10 +252,12 @@ def _install_interrupt():
     def interrupt_current_processing(value=True):
         # A node that interrupts its own prompt (ImpactInterrupt, an image chooser's cancel,
         # through nodes.interrupt_processing) interrupts the host's: the host sets ComfyUI's flag
-        # once the node has returned, as its next node then sees it in process. Asked, not told,
-        # so that the host has it before the node's reply. The worker's own flag stays clear:
-        # set, it would interrupt the worker's next call, in another prompt.
-        isohost_worker.ask("comfy.interrupt", {"value": bool(value)})
+        # once the node has returned, as its next node then sees it in process; asked from
+        # another thread (a pack's route), at once. Asked, not told, so that the host has it
+        # before the node's reply. The worker's own flag stays clear: set, it would interrupt
+        # the worker's next call, in another prompt.
+        isohost_worker.ask("comfy.interrupt", {"value": bool(value),
+                                               "in_node": interrupts.on_call_thread()})
 
     mm.processing_interrupted = processing_interrupted
     mm.throw_exception_if_processing_interrupted = throw_exception_if_processing_interrupted

@@ -65,6 +65,11 @@ class armed:
         return False
 
 
+def on_call_thread():
+    """Whether this thread runs the call in flight (not a thread of its own, or of a route)."""
+    return _call_thread is not None and _call_thread == threading.get_ident()
+
+
 def interrupt(request):
     """The side lane's `interrupt` op: stop call `request["call"]` if it is still the one running."""
     global _requested, _raised

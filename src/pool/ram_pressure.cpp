@@ -96,7 +96,8 @@ void Pool::relieve_ram_pressure(const PressureReading& reading) {
                             .pid = pid,
                             .state = state,
                             .last_used = slot.idle->since,
-                            .pss = it->second});
+                            .pss = it->second,
+                            .kept = slot.kept});
   }
   const auto plan = memory::plan_ram_relief(ram);
   if (!plan.needed) return;

@@ -147,6 +147,7 @@ AdmissionSteps::Begun Pool::begin_step(const memory::AdmissionStep& step,
   // The plan was made from a snapshot; a worker that has since started a call is left alone.
   if (slot.state != EnvState::running || !can_take(step.kind, slot.worker->state())) return {};
   if (slot.worker->pid() != step.pid || !slot.queue.empty()) return {};
+  if (step.kind == memory::StepKind::reap && slot.kept) return {};  // kept since the snapshot
   const auto why_not = [](const Outcome& outcome, const char* otherwise) {
     return outcome.ok() ? outcome.value().value("reason", std::string(otherwise))
                         : std::string(outcome.error().what());

@@ -432,7 +432,8 @@ def test_the_host_side_keeps_an_output_only_where_every_reader_is_of_its_environ
     assert book.keep_modes("e", None, "2", [False]) is None  # outside a prompt: nothing kept
 
 
-def test_an_environment_holding_a_prompts_outputs_is_kept_until_the_prompt_ends(caplog):
+def test_an_environment_holding_a_prompts_outputs_is_kept_until_the_prompt_ends(
+        monkeypatch, caplog):
     held = _adapter_module_in_package("held")
     import isohost
 
@@ -445,17 +446,26 @@ def test_an_environment_holding_a_prompts_outputs_is_kept_until_the_prompt_ends(
         return {"kept": kept}
 
     book = held.HeldBook(runner=types.SimpleNamespace(host=types.SimpleNamespace(keep=keep)))
-    assert book.wrap("e", "Node", ("text",), [False]) == ("text",)
-    assert asked == []  # nothing kept in the worker: nothing to keep it for
-    kept = [book.wrap(env, "Node", ({held.MARK: 1, "pid": 4242},), [False])
-            for env in ("e", "e", "f", "closing")]
+    book.keep_for_prompt("e")
+    assert asked == []  # no prompt's end to let it go at (install hooks none): never kept
+    book.keeps_for_prompts = True
+    for env in ("e", "e", "f", "closing"):
+        book.keep_for_prompt(env)
     assert asked == [("e", True), ("f", True), ("closing", True)]  # once per environment
     with caplog.at_level("WARNING", logger="isohost"):
         book.prompt_ended()
         book.prompt_ended()  # nothing kept any more
     assert asked[3:] == [("closing", False), ("e", False), ("f", False)]
     assert "environment 'closing' could not be let go: the host is shutting down" in caplog.text
-    del kept
+    # A prompt starting keeps the environments whose live workers hold values ComfyUI's cache
+    # may hand it; one whose worker is gone holds nothing.
+    del asked[:]
+    book.wrap("g", "Node", ({held.MARK: 1, "pid": 4242},), [False])
+    book.wrap("h", "Node", ({held.MARK: 1, "pid": 4343},), [False])
+    monkeypatch.setattr(held, "_start_time", lambda pid: b"100" if pid == 4242 else None)
+    book._holder = {"g": (4242, b"100"), "h": (4343, b"100")}
+    book.prompt_starting()
+    assert asked == [("g", True)]
 
 
 def test_a_token_changes_once_the_worker_holding_values_is_gone(monkeypatch):
@@ -807,15 +817,33 @@ def test_a_workers_line_is_written_whole_with_its_colours_and_other_controls_esc
     assert (out.getvalue(), err.getvalue()) == ("[postproc] said \\xff\n", "[postproc] logged\n")
 
 
-def _adapter_over(monkeypatch, name="standins"):
-    """The adapter's module `name` loaded over the stand-ins of ComfyUI's modules the test put in
-    sys.modules; its siblings, loaded with them, go with them."""
+def _adapter_over(monkeypatch, name="standins", modules=None):
+    """The adapter's module `name` loaded over stand-ins of ComfyUI's modules (comfy, with its
+    model_management and utils, folder_paths, and `modules`: {name: module}), and the comfy
+    stand-in, whose attributes a test sets as it needs; its siblings, loaded with them, go with
+    them."""
+    comfy = types.ModuleType("comfy")
+    comfy.model_management = types.ModuleType("comfy.model_management")
+    comfy.model_management.free_memory = lambda *args, **kwargs: None
+    comfy.utils = types.ModuleType("comfy.utils")
+    fakes = {"comfy": comfy, "comfy.model_management": comfy.model_management,
+             "comfy.utils": comfy.utils, "folder_paths": types.ModuleType("folder_paths")}
+    for module_name, module in dict(fakes, **(modules or {})).items():
+        monkeypatch.setitem(sys.modules, module_name, module)
     before = set(sys.modules)
     try:
-        return _adapter_module_in_package(name)
+        return _adapter_module_in_package(name), comfy
     finally:
         for name in set(sys.modules) - before:
             monkeypatch.delitem(sys.modules, name)
+
+
+def _graph_utils(builder):
+    """ComfyUI's comfy_execution.graph_utils, as far as the stand-ins read it: its GraphBuilder."""
+    graph_utils = types.ModuleType("comfy_execution.graph_utils")
+    graph_utils.GraphBuilder = builder
+    return {"comfy_execution": types.ModuleType("comfy_execution"),
+            "comfy_execution.graph_utils": graph_utils}
 
 
 # --- the stand-in of an async FUNCTION (standins._awaiting) ---------------------------------
@@ -828,22 +856,10 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     class GraphBuilder:
         _default_prefix_root, _default_prefix_call_index, _default_prefix_graph_index = "5", 0, 0
 
-    graph_utils = types.ModuleType("comfy_execution.graph_utils")
-    graph_utils.GraphBuilder = GraphBuilder
-    comfy = types.ModuleType("comfy")
-    comfy.model_management = types.ModuleType("comfy.model_management")
-    comfy.model_management.free_memory = lambda *args, **kwargs: None
+    standins, comfy = _adapter_over(monkeypatch, modules=_graph_utils(GraphBuilder))
     cleared = []  # each time ComfyUI's interrupt flag was cleared
     comfy.model_management.throw_exception_if_processing_interrupted = lambda: cleared.append(1)
     comfy.model_management.InterruptProcessingException = type("Interrupted", (Exception,), {})
-    comfy.utils = types.ModuleType("comfy.utils")
-    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
-                         "comfy.utils": comfy.utils,
-                         "folder_paths": types.ModuleType("folder_paths"),
-                         "comfy_execution": types.ModuleType("comfy_execution"),
-                         "comfy_execution.graph_utils": graph_utils}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    standins = _adapter_over(monkeypatch)
     started, moved_on, seen = threading.Event(), threading.Event(), {}
 
     def run(node, inputs):
@@ -884,10 +900,6 @@ def test_a_stand_ins_validate_inputs_waits_for_its_worker_off_comfyuis_event_loo
                                                                                   awaited):
     # ComfyUI 0.3.4x on awaits VALIDATE_INPUTS on its event loop as a prompt is posted: the
     # worker's answer, which may wait for another prompt's node, is waited for on a thread.
-    comfy = types.ModuleType("comfy")
-    comfy.model_management = types.ModuleType("comfy.model_management")
-    comfy.model_management.free_memory = lambda *args, **kwargs: None
-    comfy.utils = types.ModuleType("comfy.utils")
     execution = types.ModuleType("execution")
     if awaited:
         async def validate_inputs(prompt_id, prompt, item, validated):
@@ -896,15 +908,11 @@ def test_a_stand_ins_validate_inputs_waits_for_its_worker_off_comfyuis_event_loo
         def validate_inputs(prompt, item, validated):
             pass
     execution.validate_inputs = validate_inputs
-    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
-                         "comfy.utils": comfy.utils, "execution": execution,
-                         "folder_paths": types.ModuleType("folder_paths")}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    standins = _adapter_over(monkeypatch)
+    standins, _ = _adapter_over(monkeypatch, modules={"execution": execution})
     asked = []
 
     class Runner:
-        def call(self, env, name, function, pack_dir, node_name, items):
+        def call_unwatched(self, env, name, function, pack_dir, node_name, items):
             asked.append((threading.get_ident(), env, function, node_name, items))
             return True
 
@@ -923,18 +931,11 @@ def test_a_stand_ins_validate_inputs_waits_for_its_worker_off_comfyuis_event_loo
 
 def test_a_workers_queue_item_is_put_in_comfyuis_queue_only_in_the_shape_its_thread_takes(
         monkeypatch):
-    comfy = types.ModuleType("comfy")
-    comfy.model_management = types.ModuleType("comfy.model_management")
-    comfy.model_management.free_memory = lambda *args, **kwargs: None
-    comfy.utils = types.ModuleType("comfy.utils")
     put = []
     server = types.ModuleType("server")
     server.PromptServer = types.SimpleNamespace(instance=types.SimpleNamespace(
         prompt_queue=types.SimpleNamespace(put=put.append)))
-    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
-                         "comfy.utils": comfy.utils, "server": server}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    bridge = _adapter_over(monkeypatch, "bridge")
+    bridge, _ = _adapter_over(monkeypatch, "bridge", {"server": server})
     good = [3, "id", {"1": {}}, {"client_id": "c"}, ["1"]]
     for bad, said in (([1], "got (int)"), ([None, "x", {}, {}, []], "got (NoneType, str, "),
                       ([True, "x", {}, {}, []], "got (bool, "), ("item", "got a str"),
@@ -953,20 +954,8 @@ def test_a_workers_queue_item_is_put_in_comfyuis_queue_only_in_the_shape_its_thr
 def test_an_async_node_writes_back_only_what_it_changed_of_the_shared_hidden_inputs(monkeypatch):
     # The prompt's other nodes ran while it awaited: a seed node in process wrote its seed into
     # the prompt ComfyUI shares (SaveImage embeds it); the async node's own change joins it.
-    comfy = types.ModuleType("comfy")
-    comfy.model_management = types.ModuleType("comfy.model_management")
-    comfy.model_management.free_memory = lambda *args, **kwargs: None
-    comfy.utils = types.ModuleType("comfy.utils")
-    graph_utils = types.ModuleType("comfy_execution.graph_utils")
-    graph_utils.GraphBuilder = types.SimpleNamespace(
-        _default_prefix_root="1", _default_prefix_call_index=0, _default_prefix_graph_index=0)
-    for name, module in {"comfy": comfy, "comfy.model_management": comfy.model_management,
-                         "comfy.utils": comfy.utils,
-                         "folder_paths": types.ModuleType("folder_paths"),
-                         "comfy_execution": types.ModuleType("comfy_execution"),
-                         "comfy_execution.graph_utils": graph_utils}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    standins = _adapter_over(monkeypatch)
+    standins, _ = _adapter_over(monkeypatch, modules=_graph_utils(types.SimpleNamespace(
+        _default_prefix_root="1", _default_prefix_call_index=0, _default_prefix_graph_index=0)))
     prompt = {"1": {"inputs": {"seed": 0, "steps": 4}}, "2": {"inputs": {"note": "a"}},
               "3": {"inputs": {}}}
     seed_inputs = prompt["1"]["inputs"]
@@ -987,3 +976,30 @@ def test_an_async_node_writes_back_only_what_it_changed_of_the_shared_hidden_inp
     assert prompt == {"1": {"inputs": {"seed": 42, "steps": 4}}, "2": {"inputs": {"note": "b"}},
                       "4": {"inputs": {"added": True}}, "5": {"inputs": {}}}
     assert prompt["1"]["inputs"] is seed_inputs  # changed in place, as other holders see it
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_only_a_nodes_call_watches_comfyuis_interrupt_flag(monkeypatch, watched):
+    # A VALIDATE_INPUTS that waits for a worker beside another prompt's node must leave that
+    # prompt's interrupt to it: neither interrupt its own call nor clear the flag.
+    standins, comfy = _adapter_over(monkeypatch)
+    comfy.model_management.processing_interrupted = lambda: True  # another prompt's cancel
+    interrupted = []
+
+    class Call:
+        waits = 3
+
+        def result(self, timeout=None):
+            if Call.waits:
+                Call.waits -= 1
+                raise TimeoutError()
+            return "answer"
+
+        def interrupt(self, grace):
+            interrupted.append(grace)
+
+    host = types.SimpleNamespace(start=lambda *args, **kwargs: Call())
+    runner = standins.Runner(host, {"e": {"key": "k"}}, 5.0)
+    call = runner.call if watched else runner.call_unwatched
+    assert call("e", "Node", "validate_inputs", "/pack", "Node", []) == "answer"
+    assert interrupted == ([5.0] if watched else [])

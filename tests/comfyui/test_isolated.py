@@ -67,7 +67,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 28, names  # twenty-five test nodes and the three class-based ones
+    assert len(names) == 29, names  # twenty-six test nodes and the three class-based ones
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -107,11 +107,21 @@ def http(server, method, path, body=None, headers=None):
         return e.code, e.headers, e.read()
 
 
+def open_route_channel(server):
+    """Until the schema pack's routes answer: the first request starts its worker and opens
+    the channel to its routes, which may outlast the route timeout (3 s) on a busy machine."""
+    for _ in range(10):
+        if http(server, "GET", "/isohost_test/echo/ready")[0] == 200:
+            return
+    raise AssertionError("the schema pack's routes never answered")
+
+
 @pytest.mark.parametrize("where", ["isolated", "in_process"])
 def test_a_packs_route_interrupting_the_prompt_stops_it_as_in_process(where, servers):
     # The route runs in the schema pack's worker, the node in the test pack's: ComfyUI's flag is
     # set as the route asks, and the running node stops at its next tick.
     server = servers[where]
+    open_route_channel(server)
     loop = {"1": {"class_type": "ProgressLoopIsohost",
                   "inputs": {"steps": 100000, "seconds_per_step": 0.02}}}
     prompt_id = server.queue(loop)
@@ -125,6 +135,17 @@ def test_a_packs_route_interrupting_the_prompt_stops_it_as_in_process(where, ser
     loop["2"] = {"class_type": "ProgressLoopIsohost",
                  "inputs": {"steps": 2, "seconds_per_step": 0.0}}
     run_ok(server, loop)
+
+
+def test_a_packs_route_interrupting_its_own_workers_running_node_stops_it(isolated):
+    # The route runs on the worker's server loop while its main thread runs the pack's node
+    # (held in C, in recv): the interrupt is set in ComfyUI at once, not kept for the node's
+    # end, so the node's call is interrupted and raises as it comes back to Python.
+    open_route_channel(isolated)  # not behind the held node
+    with holding_a_node(isolated) as held:
+        assert http(isolated, "POST", "/isohost_test/interrupt")[0] == 200
+        isolated.wait_for_log("interrupting the call in flight in worker 'schema'")
+    assert held["outcome"] == "execution_interrupted"
 
 
 def test_a_packs_http_routes_are_served_through_its_worker_as_in_process(isolated, in_process):

@@ -45,12 +45,25 @@ def test_a_kept_worker_is_not_reaped_for_the_hosts_room_until_let_go(tmp_path):
 
 def test_a_kept_worker_outlives_its_idle_reap_and_goes_once_let_go():
     with isohost.Host(config(idle_reap_seconds=0.3)) as h:
+        h.keep("w")  # before its worker starts: kept from its first idle spell
         pid = h.call("w", F + "pid")
-        h.keep("w")
         wait_until(lambda: workers(h)["w"]["idle_seconds"] > 1.0, "idle past its reap")
         assert workers(h)["w"]["pid"] == pid
         h.keep("w", False)  # its reap came due meanwhile: it goes now
         wait_until(lambda: "w" not in workers(h), "reaped once let go")
+
+
+def test_a_kept_worker_is_not_reaped_for_ram_pressure():
+    # Every worker is over a budget of 1 MB: the sweep (every 2 s) reaps the idle one that is
+    # not kept, and leaves the kept one, until it is let go.
+    with isohost.Host(config(ram_budget_mb=1)) as h:
+        h.keep("w")
+        pid = h.call("w", F + "pid")
+        h.call("other", F + "pid")
+        wait_until(lambda: "other" not in workers(h), "the other worker reaped for RAM")
+        assert workers(h)["w"]["pid"] == pid
+        h.keep("w", False)
+        wait_until(lambda: "w" not in workers(h), "reaped for RAM once let go")
 
 
 def test_keep_starts_no_worker_and_refuses_what_is_not_a_keep(host):
