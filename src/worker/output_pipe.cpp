@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <utility>
 
 namespace isohost::worker {
 namespace {
@@ -75,23 +77,28 @@ OutputPipe::OutputPipe(asio::io_context& io, wire::UniqueFd read_end, OnLine on_
 void OutputPipe::start() { read_some(); }
 
 void OutputPipe::read_some() {
-  pipe_.async_read_some(asio::buffer(buffer_),
-                        [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
-                          if (ec) {
-                            if (!self->partial_.empty()) self->emit(std::move(self->partial_));
-                            return;
-                          }
-                          self->consume(self->buffer_, n);
-                          self->read_some();
-                        });
+  pipe_.async_wait(asio::posix::stream_descriptor::wait_read,
+                   [self = shared_from_this()](const asio::error_code& ec) {
+                     if (!ec && self->read_available()) {
+                       self->read_some();
+                       return;
+                     }
+                     // The worker's end (or ours): its line not ended is its last.
+                     if (!self->partial_.empty()) self->emit(std::exchange(self->partial_, {}));
+                   });
 }
 
-void OutputPipe::read_available() {
-  if (!pipe_.is_open()) return;
+bool OutputPipe::read_available() {
+  if (!pipe_.is_open()) return false;
   for (;;) {
     const ssize_t n = ::read(pipe_.native_handle(), buffer_, sizeof buffer_);
-    if (n <= 0) break;
-    consume(buffer_, static_cast<std::size_t>(n));
+    if (n > 0) {
+      consume(buffer_, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // else its end, or an error
+    }
   }
 }
 

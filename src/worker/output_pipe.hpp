@@ -35,8 +35,10 @@ class OutputPipe : public std::enable_shared_from_this<OutputPipe> {
   void start();
   // Reads whatever is already in the pipe without waiting and hands on its whole lines; a line
   // not ended yet waits for its newline. So the lines a worker wrote before its reply are handed
-  // on before the reply is.
-  void read_available();
+  // on before the reply is. False once the pipe has ended (or failed). Every read is made here,
+  // in order: the loop only waits for the pipe to be readable (an asio read of its own, done
+  // ahead of its handler, had its bytes overwritten and handed on after later ones).
+  bool read_available();
   // read_available(), then the line not ended, if any: the last words of a dead worker.
   void drain();
   void close();

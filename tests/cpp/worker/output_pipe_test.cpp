@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -23,6 +26,37 @@ namespace isohost::worker {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The reply's read of the pipe (read_available, before the call's outcome) and the loop's own
+// reading must hand the bytes on once each, in the order the worker wrote them: an asio read
+// done ahead of its handler had its bytes overwritten by the reply's read and handed on after
+// them (under load, a flood's lines came out cut, swapped and counted twice).
+TEST(OutputPipe, TheReplysReadAndTheLoopsKeepTheWorkersOrder) {
+  int ends[2];
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  wire::UniqueFd read_end(ends[0]);
+  wire::UniqueFd write_end(ends[1]);
+  asio::io_context io;
+  std::vector<std::string> lines;
+  auto pipe = std::make_shared<OutputPipe>(io, std::move(read_end),
+                                           [&lines](std::string line) { lines.push_back(line); });
+  const auto write = [&write_end](std::string_view text) {
+    ASSERT_EQ(::write(write_end.get(), text.data(), text.size()),
+              static_cast<ssize_t>(text.size()));
+  };
+  write("a\nb\n");
+  pipe->start();  // the loop's read: asio may make it at once and run its handler later
+  write("c\n");
+  EXPECT_TRUE(pipe->read_available());  // the reply's
+  io.poll();
+  write("d\npartial");
+  io.poll();
+  EXPECT_THAT(lines, ::testing::ElementsAre("a", "b", "c", "d"));
+  write_end.reset();  // the worker's end: its line not ended is its last
+  io.run();
+  EXPECT_THAT(lines, ::testing::ElementsAre("a", "b", "c", "d", "partial"));
+  EXPECT_FALSE(pipe->read_available());
+}
 
 TEST(PrintableLine, EscapesControlBytesAndKeepsUtf8Text) {
   const std::pair<std::string, std::string> cases[] = {
