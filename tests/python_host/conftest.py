@@ -1,6 +1,7 @@
 """The Python host API under test: the isohost package from the build tree (build/python,
 or $ISOHOST_BUILD_PYTHON), hosting real workers that run tests/python/fixtures_mod."""
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -25,6 +26,14 @@ def config(**host):
     return {"host": dict({"call_timeout_seconds": 20, "start_timeout_seconds": 20,
                           "shutdown_grace_seconds": 2}, **host),
             "env": {"w": dict(env), "other": dict(env)}}
+
+
+def simulated_gpu(tmp_path, total_mib=1000):
+    """The path of a simulated card (the config's `simulated_gpu`) of `total_mib`, free."""
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps({"devices": [{"index": 0, "name": "simulated",
+                                            "total_mib": total_mib}], "processes": []}))
+    return gpu
 
 
 @pytest.fixture(scope="module")

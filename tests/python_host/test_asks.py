@@ -11,7 +11,7 @@ import pytest
 
 import isohost
 
-from conftest import config, descriptor_count
+from conftest import config, descriptor_count, simulated_gpu
 
 F = "isohost_test_funcs:"
 
@@ -308,9 +308,7 @@ def test_interrupt_after_close_is_host_shutting_down():
 
 
 def test_make_room_releases_an_idle_worker_for_the_host_itself(tmp_path):
-    gpu = tmp_path / "gpu.json"
-    gpu.write_text(json.dumps({"devices": [{"index": 0, "name": "simulated", "total_mib": 1000}],
-                               "processes": []}))
+    gpu = simulated_gpu(tmp_path)
     with isohost.Host(config(simulated_gpu=str(gpu), vram_reserve_mib=0)) as h:
         pid = h.call("w", "isohost_sim_vram:hold", str(gpu), 100, 600)
         answer = h.make_room(500 << 20)
