@@ -491,8 +491,17 @@ class _Reductions:
             t = t.resolve_conj()
         if getattr(t, "is_neg", None) is not None and t.is_neg():
             t = t.resolve_neg()
+        # A permuted view whose elements fill their memory once (ComfyUI's images after
+        # `movedim` or `permute`, as the post-processing pack's Blur returns) travels as that
+        # memory and its strides: made contiguous, it cost one more copy in a different order
+        # (1024x1024 RGB: slower than the copy into the memfd), and the receiver got another
+        # layout than the node gave.
+        strides = None
         if not t.is_contiguous():
-            t = t.contiguous()
+            if t.numel() and fills_its_span(t.shape, t.stride()):
+                strides = list(t.stride())
+            else:
+                t = t.contiguous()
         self._keep.append(t)
         nbytes = t.numel() * t.element_size()
         import ctypes
@@ -502,8 +511,22 @@ class _Reductions:
         if device.type == "cpu":
             self._keep.append(buffer)  # its id stays its own
             self._sink.deferrable.add(id(buffer))
-        return (_rebuild_tensor, (buffer, str(t.dtype).rpartition(".")[2],
-                                  list(t.shape), bool(tensor.requires_grad), str(device)))
+        args = (buffer, str(t.dtype).rpartition(".")[2], list(t.shape),
+                bool(tensor.requires_grad), str(device))
+        return (_rebuild_tensor, args if strides is None else args + (strides,))
+
+
+def fills_its_span(shape, strides):
+    """Whether a view of `shape` and `strides` (in elements) covers each element of the memory
+    from its first element to its last exactly once, in some order of its dimensions: then that
+    memory is the whole value, and the strides say how to read it."""
+    expected = 1
+    for stride, size in sorted((stride, size) for size, stride in zip(shape, strides)
+                               if size != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _plain_tensor(torch, t):
@@ -944,21 +967,34 @@ def _as_memoryview(buffer, fmt, shape):
     return view.cast("B").cast(fmt, shape)
 
 
-def _rebuild_tensor(buffer, dtype_name, shape, requires_grad, device):
-    """A tensor around a received buffer (no copy), moved to its CUDA device when this side
-    has it. Named in pickle streams: keep its name and signature."""
+def _rebuild_tensor(buffer, dtype_name, shape, requires_grad, device, strides=None):
+    """A tensor around a received buffer (no copy), with the sender's `strides` where it was a
+    permuted view, moved to its CUDA device when this side has it. Named in pickle streams:
+    keep its name, and add parameters only at the end, with defaults."""
     import torch
 
     dtype = getattr(torch, dtype_name)
     if memoryview(buffer).nbytes == 0:
         tensor = torch.empty(shape, dtype=dtype)
-    else:
+    elif strides is None:
         tensor = torch.frombuffer(buffer, dtype=dtype).view(shape)
+    else:
+        tensor = _strided_view(torch.frombuffer(buffer, dtype=dtype), shape, strides)
     if device.startswith("cuda"):
         tensor = _to_cuda(torch, tensor, device)
     if requires_grad:
         tensor.requires_grad_(True)
     return tensor
+
+
+def _strided_view(flat, shape, strides):
+    """`flat` read as `shape` with `strides`, which must cover it exactly (a stream could
+    say anything: a view past the buffer would read outside the mapping)."""
+    if (len(strides) != len(shape) or not all(type(v) is int and v >= 0 for v in strides)
+            or math.prod(shape) != flat.numel() or not fills_its_span(shape, strides)):
+        raise ValueError("a tensor's strides %r do not cover its %d elements as shape %r"
+                         % (strides, flat.numel(), shape))
+    return flat.as_strided(shape, strides)
 
 
 def _to_cuda(torch, tensor, device):

@@ -152,6 +152,19 @@ def test_torch_views_scalars_grad_and_empty(host):
     assert torch.equal(computed, base * 3)
 
 
+def test_a_permuted_tensor_crosses_with_its_strides_both_ways(host):
+    """No contiguous copy on either side: the worker gets the host's layout, and the host the
+    worker's node's, as a node in process would hand it on."""
+    nchw = torch.rand(1, 3, 1024, 512)
+    nhwc = nchw.permute(0, 2, 3, 1)
+    assert host.call("w", "isohost_value_funcs:layout", nhwc) == {
+        "strides": list(nhwc.stride()), "contiguous": False}
+    back = host.call("w", "isohost_value_funcs:permuted", nchw)
+    assert back.stride() == nhwc.stride() and torch.equal(back, nhwc)
+    assert host.call("w", "isohost_value_funcs:layout", nchw[:, :, ::2]) == {
+        "strides": [3 * 512 * 512, 512 * 512, 512, 1], "contiguous": True}
+
+
 def test_large_bytes_bytearray_memoryview(host):
     data = hashlib.sha256(b"seed").digest() * (8 * MIB // 32)
     for value in [data, bytearray(data)]:

@@ -33,6 +33,16 @@ def describe(x):
     return out
 
 
+def layout(t):
+    """A tensor's strides and whether it is contiguous, as the worker received it."""
+    return {"strides": list(t.stride()), "contiguous": t.is_contiguous()}
+
+
+def permuted(t):
+    """`t` (N, C, H, W) as (N, H, W, C), a view, as ComfyUI's nodes hand images on."""
+    return t.permute(0, 2, 3, 1)
+
+
 def make_bytes(n, fill):
     return bytes([fill]) * n
 
