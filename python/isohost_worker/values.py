@@ -467,8 +467,16 @@ class _Reductions:
         numpy = sys.modules.get("numpy")
         if numpy is not None and type(obj) is numpy.ndarray:
             if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
-                # numpy copies a strided array into the stream, and again out of it; a
-                # contiguous copy goes out of band instead.
+                # A permuted view (`transpose`, `moveaxis`: an HWC image as CHW) goes as the
+                # C-ordered array it permutes, out of band, and is permuted back on receipt:
+                # no copy, and the receiver gets the sender's layout.
+                axes = sorted(range(obj.ndim), key=lambda axis: -obj.strides[axis])
+                ordered = obj.transpose(axes)
+                if obj.size and ordered.flags.c_contiguous:
+                    return (_transposed_array, (ordered, sorted(range(obj.ndim),
+                                                                key=axes.__getitem__)))
+                # numpy copies any other strided array into the stream, and again out of it;
+                # a contiguous copy goes out of band instead.
                 copy = numpy.ascontiguousarray(obj)
                 self._keep.append(copy)
                 return copy.__reduce_ex__(5)
@@ -985,6 +993,17 @@ def _rebuild_tensor(buffer, dtype_name, shape, requires_grad, device, strides=No
     if requires_grad:
         tensor.requires_grad_(True)
     return tensor
+
+
+def _transposed_array(array, axes):
+    """A permuted numpy view as its sender had it: `array` (C-ordered) with its axes put back
+    in their order. Named in pickle streams: keep its name and signature."""
+    import numpy
+
+    if type(array) is not numpy.ndarray:
+        raise ValueError("a transposed array must come as an array, not %s"
+                         % type(array).__name__)
+    return array.transpose(axes)
 
 
 def _strided_view(flat, shape, strides):

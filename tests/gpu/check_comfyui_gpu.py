@@ -45,12 +45,14 @@ def run(server, workflow):
     return history
 
 
-def cuda_workflow(server, to_cuda, device_of):
+def cuda_workflow(server, to_cuda, device_of, channels_first=False):
     """LoadImage -> ToCuda -> InvertIsohost (on the GPU: the post-processing pack's own nodes
-    keep their kernels on the CPU) -> SaveImage, and where each CUDA tensor arrived."""
+    keep their kernels on the CPU) -> SaveImage; the saved files' digests, and where each CUDA
+    tensor arrived (device, strides)."""
     image = server.fresh_image()
     workflow = {"1": {"class_type": "LoadImage", "inputs": {"image": image}},
-                "2": {"class_type": to_cuda, "inputs": {"image": ["1", 0]}},
+                "2": {"class_type": to_cuda, "inputs": {"image": ["1", 0],
+                                                        "channels_first": channels_first}},
                 "3": {"class_type": "InvertIsohost", "inputs": {"image": ["2", 0]}},
                 "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0],
                                                             "filename_prefix": "cuda"}},
@@ -58,8 +60,10 @@ def cuda_workflow(server, to_cuda, device_of):
                 "6": {"class_type": device_of, "inputs": {"image": ["3", 0]}}}
     history = run(server, workflow)
     files = server.output_files(history)
+    outputs = history["outputs"]
     return ([hashlib.sha256(b).hexdigest() for b in files["4"]],
-            history["outputs"]["5"]["device"][0], history["outputs"]["6"]["device"][0])
+            outputs["5"]["device"][0], outputs["6"]["device"][0],
+            outputs["5"]["strides"], outputs["6"]["strides"])
 
 
 def check_cuda_tensors(tree, base):
@@ -78,6 +82,14 @@ def check_cuda_tensors(tree, base):
               % (theirs[1], theirs[2]))
         check("cuda.same_bytes", mine[0] == theirs[0] and mine[1] == "cuda:0",
               "in process %s, isolated %s" % (mine[0][0][:12], theirs[0][0][:12]))
+        # A permuted CUDA view crosses with its layout both ways (values.py: its memory and
+        # strides), with the same bytes.
+        mine = cuda_workflow(in_process, "ToCudaHost", "DeviceOfHost", channels_first=True)
+        theirs = cuda_workflow(isolated, "ToCudaIsolated", "DeviceOfHost", channels_first=True)
+        check("cuda.permuted_keeps_its_strides",
+              mine[0] == theirs[0] and theirs[1:] == mine[1:] and mine[3] != sorted(mine[3])[::-1],
+              "in process %s %s, isolated %s %s" % (mine[0][0][:12], mine[3:], theirs[0][0][:12],
+                                                    theirs[3:]))
     finally:
         in_process.stop()
         isolated.stop()

@@ -82,6 +82,21 @@ def test_non_contiguous_and_fortran_views(host, view):
     assert np.array_equal(result, v) and result.dtype == v.dtype
 
 
+@pytest.mark.parametrize("size", [(512, 384), (16, 8)], ids=["out-of-band", "in-the-stream"])
+def test_a_transposed_array_crosses_with_its_layout_both_ways(host, size):
+    hwc = np.arange(size[0] * size[1] * 3, dtype=np.float32).reshape(*size, 3)
+    view = hwc.transpose(2, 0, 1)
+    assert host.call("w", "isohost_value_funcs:layout", view) == {
+        "strides": list(view.strides), "contiguous": False}
+    back = host.call("w", "isohost_value_funcs:chw", hwc)
+    assert back.strides == view.strides and np.array_equal(back, view)
+    assert back.flags.writeable
+    # Reversed axes have no C-ordered array to go as: they go as a contiguous copy.
+    reversed_ = hwc[::-1].transpose(2, 0, 1)
+    got = echo(host, reversed_)
+    assert got.flags.c_contiguous and np.array_equal(got, reversed_)
+
+
 def test_large_arrays_are_writable_and_private(host):
     a = np.arange(4 * MIB, dtype=np.float32)
     result = echo(host, a)

@@ -1,9 +1,11 @@
-"""A permuted tensor view crosses as its memory and its strides (values.py, `fills_its_span`):
-no contiguous copy on the sending side, and the receiver gets the layout the sender had, as a
-node in process hands it on. tests/python_host/test_values.py carries one through a worker."""
+"""A permuted tensor view crosses as its memory and its strides (values.py, `fills_its_span`),
+a permuted numpy array as the C-ordered array it permutes: no contiguous copy on the sending
+side, and the receiver gets the layout the sender had, as a node in process hands it on.
+tests/python_host/test_values.py carries both through a worker."""
 
 import os
 
+import numpy
 import pytest
 import torch
 
@@ -103,3 +105,22 @@ class Forged:
 def test_strides_that_do_not_fit_the_buffer_are_refused(strides, shape):
     with pytest.raises(ValueError, match="strides"):
         cross(Forged(strides, shape))
+
+
+class ForgedArray:
+    def __init__(self, array, axes):
+        self.array, self.axes = array, axes
+
+    def __reduce__(self):
+        return (values._transposed_array, (self.array, self.axes))
+
+
+@pytest.mark.parametrize("array, axes", [
+    (numpy.zeros((2, 3, 4)), [0, 0, 1]),
+    (numpy.zeros((2, 3, 4)), [0, 1]),
+    (numpy.zeros((2, 3, 4)), [0, 1, 5]),
+    ([[1, 2], [3, 4]], [1, 0]),
+])
+def test_a_transposed_array_with_bad_axes_or_no_array_is_refused(array, axes):
+    with pytest.raises(ValueError):  # numpy's AxisError is one
+        cross(ForgedArray(array, axes))

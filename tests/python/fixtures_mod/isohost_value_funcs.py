@@ -33,9 +33,17 @@ def describe(x):
     return out
 
 
-def layout(t):
-    """A tensor's strides and whether it is contiguous, as the worker received it."""
-    return {"strides": list(t.stride()), "contiguous": t.is_contiguous()}
+def layout(x):
+    """A tensor's or an array's strides (a tensor's in elements, an array's in bytes) and
+    whether it is contiguous, as the worker received it."""
+    if hasattr(x, "is_contiguous"):
+        return {"strides": list(x.stride()), "contiguous": x.is_contiguous()}
+    return {"strides": list(x.strides), "contiguous": bool(x.flags.c_contiguous)}
+
+
+def chw(a):
+    """An (H, W, C) array as (C, H, W), a view."""
+    return a.transpose(2, 0, 1)
 
 
 def permuted(t):

@@ -22,9 +22,14 @@ class ToCuda:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE",)}}
+        return {"required": {"image": ("IMAGE",)},
+                "optional": {"channels_first": ("BOOLEAN", {"default": False})}}
 
-    def to_cuda(self, image):
+    def to_cuda(self, image, channels_first=False):
+        """On the card; with `channels_first`, still (B, H, W, C) but a permuted view of
+        (B, C, H, W) memory, as a model's output handed on by `movedim`."""
+        if channels_first:
+            return (image.movedim(-1, 1).contiguous().to("cuda").movedim(1, -1),)
         return (image.to("cuda"),)
 
 
@@ -39,7 +44,8 @@ class DeviceOf:
         return {"required": {"image": ("IMAGE",)}}
 
     def device(self, image):
-        return {"ui": {"device": [str(image.device)], "pid": [os.getpid()]}, "result": ()}
+        return {"ui": {"device": [str(image.device)], "pid": [os.getpid()],
+                       "strides": list(image.stride())}, "result": ()}
 
 
 class LoadBigModel:
