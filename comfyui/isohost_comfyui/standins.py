@@ -26,7 +26,7 @@ import comfy.model_management
 import isohost
 from isohost_comfy_worker import values as worker_values
 
-from . import bridge, errors, file_lists, held, objects
+from . import autograd_mode, bridge, errors, file_lists, held, objects
 from .models import refuse_model_inputs
 from .worker_settings import reference as settings_reference
 
@@ -212,9 +212,9 @@ def make(runner, env, pack_dir, name, description):
     written_back = [key for key, spec in (input_types.get("hidden") or {}).items()
                     if spec in _SHARED_HIDDEN]
 
-    def call(self, inputs):
-        """The node run in its worker: (its result as ComfyUI takes it, {hidden input: its state
-        after the node ran})."""
+    def call(self, inputs, autograd):
+        """The node run in its worker, in ComfyUI's `autograd` mode (autograd_mode.py): (its
+        result as ComfyUI takes it, {hidden input: its state after the node ran})."""
         # As (name, value) items, in the order ComfyUI passed them.
         items = runner.held.inputs_for(env, list(inputs.items()))
         refuse_model_inputs(dict(items), name)
@@ -231,7 +231,8 @@ def make(runner, env, pack_dir, name, description):
                                  node_id or "object-%x" % id(self), items, live=live, keep=keep,
                                  drop=drop,
                                  prompt=None if live is None else objects.prompt_state(prompt_id),
-                                 graph_prefix=_node_graph_prefix(), hidden_back=hidden or None)
+                                 graph_prefix=_node_graph_prefix(), hidden_back=hidden or None,
+                                 autograd=autograd)
         except BaseException:
             runner.held.let_go_again(env, drop)
             raise
@@ -241,7 +242,7 @@ def make(runner, env, pack_dir, name, description):
         return runner.held.wrap(env, name, result, output_is_list), changed
 
     def run_isolated(self, **inputs):
-        result, changed = call(self, inputs)
+        result, changed = call(self, inputs, autograd_mode.current())
         for key, state in changed.items():
             _update_in_place(inputs[key], state)
         return result
@@ -252,13 +253,15 @@ def make(runner, env, pack_dir, name, description):
         def check_lazy_status(self, **inputs):
             node_id = objects.executing()[1] or "object-%x" % id(self)
             return runner.call(env, name, "check_lazy_status", pack_dir, name, node_id,
-                               runner.held.inputs_for(env, list(inputs.items())))
+                               runner.held.inputs_for(env, list(inputs.items())),
+                               autograd=autograd_mode.current())
 
         attrs["check_lazy_status"] = check_lazy_status
     if description.get("is_changed"):
         attrs["IS_CHANGED"] = classmethod(
             lambda cls, **inputs: held.with_token(
-                runner.call(env, name, "is_changed", pack_dir, name, list(inputs.items())),
+                runner.call(env, name, "is_changed", pack_dir, name, list(inputs.items()),
+                            autograd=autograd_mode.current()),
                 runner.held.token(env)))
     else:
         attrs["IS_CHANGED"] = classmethod(lambda cls, **inputs: runner.held.token(env))
@@ -278,11 +281,12 @@ def _awaiting(call, written_back):
         before = {key: copy.deepcopy(inputs[key]) for key in written_back
                   if isinstance(inputs.get(key), dict)}
         awaited = _Awaited(_graph_prefix())
+        autograd = autograd_mode.current()  # this thread's: the call's is another
         # Reset after the call: ComfyUI gives each call a task (a context) of its own, but a
         # pack that awaits a stand-in itself would keep it in its own context.
         token = _awaited.set(awaited)
         try:
-            result, changed = await asyncio.to_thread(call, self, inputs)
+            result, changed = await asyncio.to_thread(call, self, inputs, autograd)
         except asyncio.CancelledError:
             awaited.cancelled.set()
             raise

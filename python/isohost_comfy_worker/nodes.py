@@ -5,14 +5,14 @@ model, a counter, a cache), so the worker does too: one instance per (node class
 made at the first run and kept while the worker lives. Each entry point prepares the worker
 first (comfy_env.prepare), so a fresh worker after a crash or reap serves the next prompt."""
 
-from isohost_comfy_worker import comfy_env, held, packs, values
+from isohost_comfy_worker import autograd_mode, comfy_env, held, packs, values
 
 # (pack_dir, class name, node id) -> the node object ComfyUI would hold.
 _instances = {}
 
 
 def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, drop=None,
-        prompt=None, graph_prefix=None, hidden_back=None):
+        prompt=None, graph_prefix=None, hidden_back=None, autograd=None):
     """The node's FUNCTION on its kept instance, with ComfyUI's keyword arguments (a dict, or
     its items in order: a node that takes **kwargs may read them in order); returns what it
     returned (a tuple, or {"ui": ..., "result": ...}). `live`: the running prompt's [node id,
@@ -22,7 +22,8 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, d
     [pid, id] of held values the host let go of. `graph_prefix`: ComfyUI's GraphBuilder prefix
     for this node, [root, call index, graph index]. `hidden_back`: names of hidden inputs (the
     prompt, its PNG info) that the host's nodes share; their values after the node ran come back
-    beside its result: {"result": ..., "hidden": {name: value}}."""
+    beside its result: {"result": ..., "hidden": {name: value}}. `autograd`: the mode ComfyUI's
+    thread was in (autograd_mode.py), which the node runs in."""
     comfy_env.prepare(settings)
     comfy_env.enter_node(node_id, prompt)
     held.drop(drop)
@@ -35,12 +36,12 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, d
     kwargs = dict(held.put_back(kwargs.items() if isinstance(kwargs, dict) else kwargs))
     shared = {name: kwargs.get(name) for name in hidden_back or ()}  # a class-based node pops them
     cls = _class(pack_dir, class_name)
-    if _is_class_based(cls):
-        result = _run_class_based(cls, cls.FUNCTION, kwargs)
-        result = _node_output(result)
-    else:
-        node = _instance(pack_dir, class_name, node_id, cls)
-        result = packs.resolved(getattr(node, cls.FUNCTION)(**kwargs))
+    with autograd_mode.entered(autograd):
+        if _is_class_based(cls):
+            result = _node_output(_run_class_based(cls, cls.FUNCTION, kwargs))
+        else:
+            node = _instance(pack_dir, class_name, node_id, cls)
+            result = packs.resolved(getattr(node, cls.FUNCTION)(**kwargs))
     values.refuse_models(result, class_name, getattr(cls, "RETURN_NAMES", None)
                          or getattr(cls, "RETURN_TYPES", ()))
     # Without the host's word (keep_outputs_in_workers off, a node run outside a prompt) every
@@ -54,10 +55,11 @@ def take_held(mark, settings):
     return held.take(mark)
 
 
-def is_changed(pack_dir, class_name, kwargs, settings):
+def is_changed(pack_dir, class_name, kwargs, settings, autograd=None):
     """IS_CHANGED of a V1 node, fingerprint_inputs of a class-based one."""
-    return _class_method(pack_dir, class_name, "IS_CHANGED", "fingerprint_inputs", kwargs,
-                         settings)
+    with autograd_mode.entered(autograd):
+        return _class_method(pack_dir, class_name, "IS_CHANGED", "fingerprint_inputs", kwargs,
+                             settings)
 
 
 def validate_inputs(pack_dir, class_name, kwargs, settings):
@@ -78,16 +80,17 @@ def _class_method(pack_dir, class_name, v1_name, class_based_name, kwargs, setti
     return packs.resolved(getattr(cls, v1_name)(**dict(kwargs)))
 
 
-def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings):
+def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings, autograd=None):
     """The names of the lazy inputs the node needs evaluated before it runs (its
     check_lazy_status, on the instance kept for `node_id`; unevaluated inputs are None)."""
     comfy_env.prepare(settings)
     kwargs = dict(held.put_back(kwargs.items() if isinstance(kwargs, dict) else kwargs))
     cls = _class(pack_dir, class_name)
-    if _is_class_based(cls):
-        return _run_class_based(cls, "check_lazy_status", kwargs)
-    node = _instance(pack_dir, class_name, node_id, cls)
-    return packs.resolved(node.check_lazy_status(**kwargs))
+    with autograd_mode.entered(autograd):
+        if _is_class_based(cls):
+            return _run_class_based(cls, "check_lazy_status", kwargs)
+        node = _instance(pack_dir, class_name, node_id, cls)
+        return packs.resolved(node.check_lazy_status(**kwargs))
 
 
 def keep_only(live):

@@ -11,6 +11,7 @@ import threading
 import types
 
 import pytest
+import torch
 
 from conftest import BUILD_PYTHON
 from comfy_server import REPO
@@ -862,10 +863,11 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
     comfy.model_management.InterruptProcessingException = type("Interrupted", (Exception,), {})
     started, moved_on, seen = threading.Event(), threading.Event(), {}
 
-    def run(node, inputs):
+    def run(node, inputs, autograd):
         started.set()
         moved_on.wait(10)
-        seen.update(node=node, inputs=inputs, prefix=standins._node_graph_prefix())
+        seen.update(node=node, inputs=inputs, prefix=standins._node_graph_prefix(),
+                    autograd=autograd, thread_in_inference_mode=torch.is_inference_mode_enabled())
         with pytest.raises(comfy.model_management.InterruptProcessingException):
             standins._raise_interrupted()  # the flag left for the node the prompt runs meanwhile
         seen["cancelled"] = standins._awaited.get().cancelled.wait(10) and standins._cancelled()
@@ -885,8 +887,10 @@ def test_an_async_stand_ins_call_keeps_its_nodes_start_and_stops_when_cancelled(
             return True
         return False
 
-    assert asyncio.run(prompt())
+    with torch.inference_mode():  # as ComfyUI runs a prompt: the call's thread is not
+        assert asyncio.run(prompt())
     assert seen == {"node": "node", "inputs": {"image": 1}, "prefix": ["5", 0, 0],
+                    "autograd": "inference", "thread_in_inference_mode": False,
                     "cancelled": True}
     assert standins._node_graph_prefix() == ["6", 0, 0] and not standins._cancelled()
     assert cleared == []
@@ -961,7 +965,7 @@ def test_an_async_node_writes_back_only_what_it_changed_of_the_shared_hidden_inp
     seed_inputs = prompt["1"]["inputs"]
     main = threading.get_ident()
 
-    def call(node, inputs):
+    def call(node, inputs, autograd):
         after = copy.deepcopy(inputs["prompt"])  # the node's changes, on its copy in the worker
         after["2"]["inputs"]["note"] = "b"
         del after["3"]
@@ -1003,3 +1007,21 @@ def test_only_a_nodes_call_watches_comfyuis_interrupt_flag(monkeypatch, watched)
     call = runner.call if watched else runner.call_unwatched
     assert call("e", "Node", "validate_inputs", "/pack", "Node", []) == "answer"
     assert interrupted == ([5.0] if watched else [])
+
+
+# --- the autograd mode a node runs in (autograd_mode.py, both sides) -------------------------
+
+@pytest.mark.parametrize("enter, mode", [
+    (torch.inference_mode, "inference"), (torch.no_grad, "no_grad"), (torch.enable_grad, None)])
+def test_a_node_runs_in_the_autograd_mode_of_comfyuis_thread(monkeypatch, enter, mode):
+    from isohost_comfy_worker import autograd_mode as worker_side
+
+    host_side, _ = _adapter_over(monkeypatch, "autograd_mode")
+    with enter():
+        assert host_side.current() == mode
+    with worker_side.entered(mode):
+        seen = (torch.is_inference_mode_enabled(), torch.is_grad_enabled())
+    assert seen == {"inference": (True, False), "no_grad": (False, False),
+                    None: (False, True)}[mode]
+    with pytest.raises(ValueError, match="unknown autograd mode 'training'"):
+        worker_side.entered("training")

@@ -67,7 +67,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 29, names  # twenty-six test nodes and the three class-based ones
+    assert len(names) == 30, names  # twenty-seven test nodes and the three class-based ones
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -470,6 +470,26 @@ def test_is_changed_decides_comfyuis_cache_as_in_process(isolated, in_process):
         executed = [m["data"]["node"] for _, m in server.events(prompt_id, ("executed",))]
         assert "2" in cached[0] and "4" not in cached[0], (server is isolated, cached)
         assert "4" in executed
+
+
+def test_a_node_runs_a_model_in_comfyuis_inference_mode_as_in_process(isolated, in_process):
+    """ComfyUI runs prompts under torch.inference_mode(): a model's output carries no autograd
+    history. Run without it, the worker's model built one (keeping alive whatever a backward
+    pass would need for as long as the output lived), and the node saw grad mode on."""
+    workflow = {"1": IMAGE,
+                "2": {"class_type": "ThroughModelIsohost", "inputs": {"image": ["1", 0]}},
+                "3": {"class_type": "SaveImage", "inputs": {"images": ["2", 0],
+                                                            "filename_prefix": "model"}}}
+    seen = {}
+    for name, server in (("isolated", isolated), ("in_process", in_process)):
+        kind, message, history = server.run(workflow)
+        assert kind == "execution_success", (name, message)
+        seen[name] = (history["outputs"]["2"]["inference_mode"],
+                      history["outputs"]["2"]["grad_enabled"],
+                      history["outputs"]["2"]["output_has_history"],
+                      server.output_files(history)["3"])
+    assert seen["isolated"] == seen["in_process"]
+    assert seen["in_process"][:3] == ([True], [False], [False])
 
 
 def test_node_objects_are_kept_per_node_id_as_in_process(isolated, in_process):

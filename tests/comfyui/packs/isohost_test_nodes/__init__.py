@@ -310,6 +310,35 @@ class Invert:
         return (1.0 - image,)
 
 
+class ThroughModel:
+    """IMAGE in, the IMAGE through a small model kept on self (its parameters require grad, as
+    any nn.Module's do: an upscaler's, a segmenter's) out; its UI says the autograd mode it ran
+    in and whether its output carries a history."""
+    CATEGORY = "isohost_test"
+    RETURN_TYPES = ("IMAGE",)
+    OUTPUT_NODE = True
+    FUNCTION = "apply"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    def apply(self, image):
+        import torch
+
+        if not hasattr(self, "model"):
+            self.model = torch.nn.Linear(3, 3)
+            with torch.no_grad():
+                self.model.weight.copy_(torch.tensor([[0.5, 0.25, 0.0], [0.0, 0.5, 0.25],
+                                                      [0.25, 0.0, 0.5]]))
+                self.model.bias.fill_(0.125)
+        out = self.model(image)
+        return {"ui": {"inference_mode": [torch.is_inference_mode_enabled()],
+                       "grad_enabled": [torch.is_grad_enabled()],
+                       "output_has_history": [out.requires_grad]},
+                "result": (out,)}
+
+
 class InvertWithNote:
     """IMAGE in; the IMAGE inverted and a note out (a node whose two outputs go two ways)."""
     CATEGORY = "isohost_test"
@@ -623,7 +652,7 @@ class ShowStamp:
 
 NODE_CLASS_MAPPINGS = {cls.__name__ + "Isohost": cls for cls in (
     Report, ProgressLoop, BusyLoop, StuckInC, Counter, Raises, KillSelf, MakeModel, UseModel,
-    Invert, InvertWithNote, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps,
+    Invert, InvertWithNote, ThroughModel, HeldCount, LazySwitch, SplitWords, JoinWords, PreviewSteps,
     PollingThread, MakeHolder, CheckpointName, ServerMessages, QueueView, PassAny, Positive,
     Expand, StampSeed, ShowStamp)}
 NODE_DISPLAY_NAME_MAPPINGS = {"ReportIsohost": "Report (isohost test)"}

@@ -1,0 +1,16 @@
+"""The autograd mode of ComfyUI's thread, which a node's worker runs it in (docs/comfyui.md,
+"Stand-ins"). ComfyUI runs every prompt under torch.inference_mode(): in process a node's
+tensors carry no autograd history, even where a model's parameters require grad. A worker
+running the node without it built that history, kept every activation it refers to while the
+output lived, and could not send the output back (torch pickles no tensor with a history)."""
+
+import torch
+
+
+def current():
+    """"inference", "no_grad", or None where gradients are on (a worker's own default). Read
+    on the thread that runs the node in ComfyUI: the mode is a thread's, and an async node's
+    call waits on another thread."""
+    if torch.is_inference_mode_enabled():
+        return "inference"
+    return None if torch.is_grad_enabled() else "no_grad"
