@@ -7,7 +7,7 @@ one JSON object of samples (milliseconds) on its last line:
 - raw_trip: a small message there and back over a socketpair between two processes;
 - node_in_process.NAME / node_isolated.NAME: the node's FUNCTION called on a 1024x1024 IMAGE,
   in this process and through the adapter's stand-in (the class ComfyUI registers), whose
-  worker runs ComfyUI's own interpreter; the target is at most 1 ms plus one copy of each
+  worker runs ComfyUI's own interpreter, both under torch.inference_mode() as in ComfyUI; the target is at most 1 ms plus one copy of each
   tensor in and out over the in-process time. Eight times as many samples as the workflows'
   rounds, after WARMUP calls, taken in turns with copy_12MiB's (in_turn);
 - workflow10_in_process / workflow10_isolated: ten post-processing nodes in a chain through a
@@ -160,7 +160,9 @@ def node_samples(tree, rounds, worker_env=None, on_block=None):
             raise AssertionError("%s isolated gave another result" % name)
         functions["node_in_process." + name] = functools.partial(real, **kwargs)
         functions["node_isolated." + name] = functools.partial(stand_in.run_isolated, **kwargs)
-    out = in_turn(functions, rounds, on_block)
+    # As ComfyUI runs a prompt: the stand-in's worker runs the node in the same mode.
+    with torch.inference_mode():
+        out = in_turn(functions, rounds, on_block)
     isohost_comfyui.host.close()
     return out
 
