@@ -1,8 +1,9 @@
 """The autograd mode of ComfyUI's thread, which a node's worker runs it in (docs/comfyui.md,
 "Stand-ins"). ComfyUI runs every prompt under torch.inference_mode(): in process a node's
 tensors carry no autograd history, even where a model's parameters require grad. A worker
-running the node without it built that history, kept every activation it refers to while the
-output lived, and could not send the output back (torch pickles no tensor with a history)."""
+running the node without it built that history, kept alive what a backward pass would need for
+as long as the output lived, and sent such an output inside the pickle stream (torch's own
+pickling, a copy into the stream and one out), not as a memfd."""
 
 import torch
 
