@@ -24,6 +24,7 @@ import threading
 import comfy.model_management
 
 import isohost
+from isohost_comfy_worker import autograd_mode as worker_autograd_mode
 from isohost_comfy_worker import values as worker_values
 
 from . import autograd_mode, bridge, errors, file_lists, held, objects
@@ -227,12 +228,15 @@ def make(runner, env, pack_dir, name, description):
         hidden = [key for key in written_back if isinstance(inputs.get(key), dict)]
         drop = runner.held.let_go_since(env)
         try:
-            result = runner.call(env, name, "run", pack_dir, name,
-                                 node_id or "object-%x" % id(self), items, live=live, keep=keep,
-                                 drop=drop,
-                                 prompt=None if live is None else objects.prompt_state(prompt_id),
-                                 graph_prefix=_node_graph_prefix(), hidden_back=hidden or None,
-                                 autograd=autograd)
+            # The worker's asks (ComfyUI's free_memory, previews) are answered on this thread,
+            # an async node's own: in ComfyUI's mode, as they would be in process.
+            with worker_autograd_mode.entered(autograd):
+                result = runner.call(
+                    env, name, "run", pack_dir, name, node_id or "object-%x" % id(self), items,
+                    live=live, keep=keep, drop=drop,
+                    prompt=None if live is None else objects.prompt_state(prompt_id),
+                    graph_prefix=_node_graph_prefix(), hidden_back=hidden or None,
+                    autograd=autograd)
         except BaseException:
             runner.held.let_go_again(env, drop)
             raise

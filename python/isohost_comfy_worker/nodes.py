@@ -56,10 +56,10 @@ def take_held(mark, settings):
 
 
 def is_changed(pack_dir, class_name, kwargs, settings, autograd=None):
-    """IS_CHANGED of a V1 node, fingerprint_inputs of a class-based one."""
-    with autograd_mode.entered(autograd):
-        return _class_method(pack_dir, class_name, "IS_CHANGED", "fingerprint_inputs", kwargs,
-                             settings)
+    """IS_CHANGED of a V1 node, fingerprint_inputs of a class-based one, in ComfyUI's
+    `autograd` mode (ComfyUI asks it as a prompt starts, under inference mode)."""
+    return _class_method(pack_dir, class_name, "IS_CHANGED", "fingerprint_inputs", kwargs,
+                         settings, autograd)
 
 
 def validate_inputs(pack_dir, class_name, kwargs, settings):
@@ -72,12 +72,17 @@ def validate_inputs(pack_dir, class_name, kwargs, settings):
                          settings)
 
 
-def _class_method(pack_dir, class_name, v1_name, class_based_name, kwargs, settings):
+def _class_method(pack_dir, class_name, v1_name, class_based_name, kwargs, settings,
+                  autograd=None):
+    # The worker is prepared and the pack imported (on a new worker's first call) outside the
+    # mode, as ComfyUI imports packs as it starts: a tensor a pack makes at import is not an
+    # inference tensor, whichever call reaches a new worker first.
     comfy_env.prepare(settings)
     cls = _class(pack_dir, class_name)
-    if _is_class_based(cls):
-        return _run_class_based(cls, class_based_name, dict(kwargs))
-    return packs.resolved(getattr(cls, v1_name)(**dict(kwargs)))
+    with autograd_mode.entered(autograd):
+        if _is_class_based(cls):
+            return _run_class_based(cls, class_based_name, dict(kwargs))
+        return packs.resolved(getattr(cls, v1_name)(**dict(kwargs)))
 
 
 def check_lazy_status(pack_dir, class_name, node_id, kwargs, settings, autograd=None):

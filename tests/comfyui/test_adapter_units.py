@@ -1025,3 +1025,68 @@ def test_a_node_runs_in_the_autograd_mode_of_comfyuis_thread(monkeypatch, enter,
                     None: (False, True)}[mode]
     with pytest.raises(ValueError, match="unknown autograd mode 'training'"):
         worker_side.entered("training")
+
+
+def test_a_stand_in_asks_its_worker_in_the_mode_of_comfyuis_thread(monkeypatch):
+    # IS_CHANGED (asked as a prompt starts), check_lazy_status and an async node run in
+    # ComfyUI's inference mode in process: the stand-in sends the mode of the thread that asks,
+    # and an async node's call, on a thread of its own, answers its worker's asks in that mode.
+    standins, _ = _adapter_over(monkeypatch, modules=_graph_utils(types.SimpleNamespace(
+        _default_prefix_root="1", _default_prefix_call_index=0, _default_prefix_graph_index=0)))
+    asked = []
+
+    class Runner:
+        keep_outputs = False
+        live_nodes = types.SimpleNamespace(for_call=lambda env, prompt_id: None)
+        held = types.SimpleNamespace(token=lambda env: "token",
+                                     inputs_for=lambda env, items: items,
+                                     let_go_since=lambda env: [],
+                                     wrap=lambda env, name, result, output_is_list: result)
+
+        def call(self, env, name, function, *args, **kwargs):
+            asked.append((function, kwargs.get("autograd"), torch.is_inference_mode_enabled()))
+            return {"is_changed": 1, "check_lazy_status": []}.get(function, ())
+
+    description = {"input_types": {"required": {"x": ["INT", {}]}}, "RETURN_TYPES": [],
+                   "is_changed": True, "check_lazy_status": True}
+    stand_in = standins.make(Runner(), "env", "/pack", "Node", description)
+    async_stand_in = standins.make(Runner(), "env", "/pack", "Node", dict(description, **{
+        "async": True}))
+    with torch.inference_mode():
+        assert stand_in.IS_CHANGED(x=1) == (1, "token")
+        assert stand_in().check_lazy_status(x=1) == []
+        assert asyncio.run(async_stand_in().run_isolated(x=1)) == ()
+    stand_in.IS_CHANGED(x=1)
+    assert asked == [("is_changed", "inference", True), ("check_lazy_status", "inference", True),
+                     ("run", "inference", True), ("is_changed", None, False)]
+
+
+def test_a_worker_imports_the_pack_outside_comfyuis_mode_and_runs_its_code_in_it(monkeypatch):
+    # A new worker's first call may be IS_CHANGED: the pack's import (its module-level
+    # tensors) must not happen in inference mode, as ComfyUI imports packs as it starts.
+    from isohost_comfy_worker import nodes
+
+    seen = []
+
+    class Node:
+        @classmethod
+        def IS_CHANGED(cls, x):
+            seen.append(("IS_CHANGED", torch.is_inference_mode_enabled()))
+            return x
+
+        def check_lazy_status(self, x):
+            seen.append(("check_lazy_status", torch.is_inference_mode_enabled()))
+            return []
+
+    def imported(pack_dir, class_name):
+        seen.append(("import", torch.is_inference_mode_enabled()))
+        return Node
+
+    monkeypatch.setattr(nodes.comfy_env, "prepare",
+                        lambda settings: seen.append(("prepare", torch.is_inference_mode_enabled())))
+    monkeypatch.setattr(nodes, "_class", imported)
+    monkeypatch.setattr(nodes, "_instances", {})
+    assert nodes.is_changed("/pack", "Node", [("x", 7)], {}, autograd="inference") == 7
+    assert nodes.check_lazy_status("/pack", "Node", "1", [("x", 7)], {}, autograd="inference") == []
+    assert seen == [("prepare", False), ("import", False), ("IS_CHANGED", True),
+                    ("prepare", False), ("import", False), ("check_lazy_status", True)]

@@ -84,7 +84,7 @@ def test_fills_its_span(shape, strides, fills):
 
 class Forged:
     """A value whose reduction names the rebuild with strides that do not fit its buffer, as a
-    hostile or broken peer's stream could."""
+    broken peer's stream could."""
 
     def __init__(self, strides, shape=(3, 4)):
         self.strides, self.shape = strides, shape
