@@ -19,6 +19,7 @@ _original_free_memory = comfy.model_management.free_memory
 def serve(host):
     """Registers the handlers of the workers' asks on `host`."""
     host.on_ask("comfy.progress", _progress)
+    host.on_ask("comfy.progress_state", _progress_state)
     host.on_ask("comfy.send_sync", _send_sync)
     host.on_ask("comfy.send_progress_text", _send_progress_text)
     host.on_ask("comfy.free_memory", _free_memory_for_worker)
@@ -80,6 +81,20 @@ def _progress(value):
             preview = previews.decode(preview)
         hook(value["value"], value["total"], preview, value.get("prompt_id"),
              value.get("node_id"))
+
+
+def _progress_state(value):
+    """A class-based node's set_progress in a worker (isohost_comfy_worker/progress_state.py):
+    the host's registry updated as in process, whose handlers tell the client."""
+    from comfy_execution.progress import get_progress_state
+
+    preview = value.get("preview")
+    if preview is not None:
+        from isohost_comfy_worker import previews
+
+        preview = previews.decode(preview)
+    get_progress_state().update_progress(value["node_id"], value["value"], value["max_value"],
+                                         preview)
 
 
 def _send_sync(value):

@@ -5,7 +5,7 @@ model, a counter, a cache), so the worker does too: one instance per (node class
 made at the first run and kept while the worker lives. Each entry point prepares the worker
 first (comfy_env.prepare), so a fresh worker after a crash or reap serves the next prompt."""
 
-from isohost_comfy_worker import autograd_mode, comfy_env, held, packs, values
+from isohost_comfy_worker import autograd_mode, comfy_env, held, packs, progress_state, values
 
 # (pack_dir, class name, node id) -> the node object ComfyUI would hold.
 _instances = {}
@@ -36,7 +36,7 @@ def run(pack_dir, class_name, node_id, kwargs, settings, live=None, keep=None, d
     kwargs = dict(held.put_back(kwargs.items() if isinstance(kwargs, dict) else kwargs))
     shared = {name: kwargs.get(name) for name in hidden_back or ()}  # a class-based node pops them
     cls = _class(pack_dir, class_name)
-    with autograd_mode.entered(autograd):
+    with autograd_mode.entered(autograd), progress_state.executing(node_id):
         if _is_class_based(cls):
             result = _node_output(_run_class_based(cls, cls.FUNCTION, kwargs))
         else:

@@ -67,7 +67,7 @@ def report(server, tag="x", node="1"):
 def test_every_node_shows_comfyui_the_interface_it_has_in_process(isolated, in_process):
     mine, theirs = isolated.object_info(), in_process.object_info()
     names = [n for n in theirs if n.endswith(("Isohost", "IsohostSchema"))]
-    assert len(names) == 30, names  # twenty-seven test nodes and the three class-based ones
+    assert len(names) == 31, names  # twenty-seven test nodes and the four class-based ones
     for name in names:
         assert name in mine, name
         for key in ("input", "input_order", "output", "output_name", "output_is_list",
@@ -703,6 +703,25 @@ def test_progress_previews_reach_the_websocket_as_in_process(isolated, in_proces
     assert [f[:3] for f in mine] == [f[:3] for f in theirs]
     for (*_, mine_pixels), (*_, their_pixels) in zip(mine, theirs):
         assert mine_pixels == their_pixels  # shrunk the same way, one JPEG encoding
+
+
+def test_a_class_based_nodes_set_progress_reaches_the_websocket_as_in_process(isolated,
+                                                                             in_process):
+    """comfy_api's set_progress names the executing node itself and updates ComfyUI's progress
+    registry, whose handler sends `progress_state`: in a worker it needs ComfyUI's executing
+    context and the host's registry (before, it raised "node_id must be provided")."""
+    seen = {}
+    for name, server in (("isolated", isolated), ("in_process", in_process)):
+        prompt_id = server.queue({"7": {"class_type": "StepsIsohostSchema",
+                                        "inputs": {"steps": 4}}})
+        kind, message, history = server.finish(prompt_id)
+        assert kind == "execution_success", (name, message)
+        states = [m["data"]["nodes"].get("7") for _, m in server.events(prompt_id,
+                                                                        ("progress_state",))]
+        seen[name] = ([(state["value"], state["max"], state["state"]) for state in states
+                       if state is not None], history["outputs"]["7"]["text"])
+    assert seen["isolated"] == seen["in_process"]
+    assert (2, 4, "running") in seen["in_process"][0] and seen["in_process"][1] == ["node 7"]
 
 
 def server_messages_of(server):

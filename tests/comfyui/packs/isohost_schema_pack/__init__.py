@@ -240,6 +240,36 @@ class Hold(io.ComfyNode):
         return io.NodeOutput(str(_hold(socket)))
 
 
+class Steps(io.ComfyNode):
+    """Reports `steps` steps through comfy_api's set_progress, which names the executing node
+    itself; its UI says the executing node's id it read."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="StepsIsohostSchema",
+            display_name="Steps (isohost schema test)",
+            category="isohost_test",
+            inputs=[io.Int.Input("steps", default=3, min=1, max=100)],
+            outputs=[],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, steps):
+        return float("nan")
+
+    @classmethod
+    async def execute(cls, steps) -> io.NodeOutput:
+        from comfy_api.latest import ComfyAPI
+        from comfy_execution.utils import get_executing_context
+
+        execution = ComfyAPI.Execution()
+        for step in range(1, steps + 1):
+            await execution.set_progress(step, steps)
+        return io.NodeOutput(ui=ui.PreviewText("node %s" % get_executing_context().node_id))
+
+
 class PassAny(io.ComfyNode):
     """A wildcard input and output (io.AnyType, "*")."""
 
@@ -260,7 +290,7 @@ class PassAny(io.ComfyNode):
 
 class SchemaExtension(ComfyExtension):
     async def get_node_list(self):
-        return [ScaleImage, Hold, PassAny]
+        return [ScaleImage, Hold, Steps, PassAny]
 
 
 async def comfy_entrypoint():
