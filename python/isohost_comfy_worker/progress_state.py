@@ -1,6 +1,6 @@
 """ComfyUI's executing node and progress registry in the worker (comfy_execution.utils and
 .progress), as ComfyUI's execution sets them in process: a class-based node's
-`api.execution.set_progress` (comfy_api) reads the executing node's id, and updates the
+`ComfyAPI.Execution().set_progress` (comfy_api) reads the executing node's id, and updates the
 registry, whose handlers send the prompt's `progress_state` and the preview to the client.
 The worker runs no prompt of its own, so its registry hands each update to the host's, as an
 ask (bridge.py)."""
