@@ -24,10 +24,10 @@ import threading
 import comfy.model_management
 
 import isohost
-from isohost_comfy_worker import autograd_mode as worker_autograd_mode
+from isohost_comfy_worker import autograd_mode
 from isohost_comfy_worker import values as worker_values
 
-from . import autograd_mode, bridge, errors, file_lists, held, objects
+from . import bridge, errors, file_lists, held, objects
 from .models import refuse_model_inputs
 from .worker_settings import reference as settings_reference
 
@@ -230,7 +230,7 @@ def make(runner, env, pack_dir, name, description):
         try:
             # The worker's asks (ComfyUI's free_memory, previews) are answered on this thread,
             # an async node's own: in ComfyUI's mode, as they would be in process.
-            with worker_autograd_mode.entered(autograd):
+            with autograd_mode.entered(autograd):
                 result = runner.call(
                     env, name, "run", pack_dir, name, node_id or "object-%x" % id(self), items,
                     live=live, keep=keep, drop=drop,

@@ -1,8 +1,23 @@
-"""Running a node in the autograd mode ComfyUI's thread was in when it called it
-(comfyui/isohost_comfyui/autograd_mode.py): under torch.inference_mode() in a prompt, as in
-process."""
+"""The autograd mode a node runs in: the one ComfyUI's thread is in as it calls the stand-in,
+which the worker enters around the node (and ComfyUI's adapter around the call's asks).
+ComfyUI runs every prompt under torch.inference_mode(): in process a node's tensors carry no
+autograd history, even where a model's parameters require grad. A worker running the node
+without it built that history, kept alive what a backward pass would need for as long as the
+output lived, and sent such an output inside the pickle stream (torch's own pickling, a copy
+into the stream and one out), not as a memfd. torch is imported only where a mode is asked."""
 
 import contextlib
+
+
+def current():
+    """"inference", "no_grad", or None where gradients are on (a worker's own default). Read
+    on the thread that runs the node in ComfyUI: the mode is a thread's, and an async node's
+    call waits on another thread."""
+    import torch
+
+    if torch.is_inference_mode_enabled():
+        return "inference"
+    return None if torch.is_grad_enabled() else "no_grad"
 
 
 def entered(mode):

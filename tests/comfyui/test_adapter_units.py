@@ -1009,22 +1009,21 @@ def test_only_a_nodes_call_watches_comfyuis_interrupt_flag(monkeypatch, watched)
     assert interrupted == ([5.0] if watched else [])
 
 
-# --- the autograd mode a node runs in (autograd_mode.py, both sides) -------------------------
+# --- the autograd mode a node runs in (isohost_comfy_worker/autograd_mode.py) ---------------
 
 @pytest.mark.parametrize("enter, mode", [
     (torch.inference_mode, "inference"), (torch.no_grad, "no_grad"), (torch.enable_grad, None)])
-def test_a_node_runs_in_the_autograd_mode_of_comfyuis_thread(monkeypatch, enter, mode):
-    from isohost_comfy_worker import autograd_mode as worker_side
+def test_a_node_runs_in_the_autograd_mode_of_comfyuis_thread(enter, mode):
+    from isohost_comfy_worker import autograd_mode
 
-    host_side, _ = _adapter_over(monkeypatch, "autograd_mode")
     with enter():
-        assert host_side.current() == mode
-    with worker_side.entered(mode):
+        assert autograd_mode.current() == mode
+    with autograd_mode.entered(mode):
         seen = (torch.is_inference_mode_enabled(), torch.is_grad_enabled())
     assert seen == {"inference": (True, False), "no_grad": (False, False),
                     None: (False, True)}[mode]
     with pytest.raises(ValueError, match="unknown autograd mode 'training'"):
-        worker_side.entered("training")
+        autograd_mode.entered("training")
 
 
 def test_a_stand_in_asks_its_worker_in_the_mode_of_comfyuis_thread(monkeypatch):
